@@ -1,0 +1,2 @@
+//! tickwheel: hierarchical timing wheel (work in progress).
+#![forbid(unsafe_code)]
