@@ -1,0 +1,1 @@
+//! loom models of the tickwheel-percpu cross-core protocols (see `tests/`).
