@@ -132,7 +132,7 @@ pub struct Config {
     pub clock: ClockSource,
     /// Most timers per base; also the size of its shared slot table. `None`: [`DEFAULT_SLOTS`].
     pub wheel_capacity: Option<usize>,
-    /// Inbox cells per base (rounded up to a power of two; default 4096). Also the number of free
+    /// Inbox cells per base (rounded up to a power of two, at least 2; default 4096). Also the number of free
     /// slots kept in reserve for remote schedules.
     pub inbox_capacity: usize,
 }
