@@ -183,7 +183,7 @@ pub fn bases<T: Send + 'static>(n: usize, config: Config) -> io::Result<(Vec<Bas
         let wheel = match config.wheel_capacity {
             // The table bounds the wheel, so an unbounded wheel is never asked for more.
             None => Wheel::new(config.mode),
-            Some(cap) => Wheel::<base::Entry<T>>::builder(config.mode)
+            Some(cap) => Wheel::builder(config.mode)
                 .capacity(cap)
                 .build()
                 .map_err(|_| invalid("wheel configuration rejected"))?,
