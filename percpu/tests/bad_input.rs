@@ -1,0 +1,231 @@
+//! Bad input gets a clear answer and loses nothing.
+
+use std::time::Duration;
+
+use tickwheel_percpu::{ClockSource, Config, ManualClock, Mode, Runtime, bases};
+
+fn manual(clock: &ManualClock) -> Config {
+    Config {
+        mode: Mode::Exact,
+        clock: ClockSource::Manual(clock.clone()),
+        ..Config::default()
+    }
+}
+
+#[test]
+fn stale_handles_do_nothing_on_any_core() {
+    let clock = ManualClock::new();
+    let config = Config {
+        wheel_capacity: Some(1),
+        ..manual(&clock)
+    };
+    let (mut all, remote) = bases::<u32>(1, config).unwrap();
+    let base = &mut all[0];
+    let old = base.schedule_after(Duration::ZERO, 1).unwrap();
+    assert_eq!(base.turn(|_| {}), 1);
+    // The only slot is re-used by a new timer.
+    let new = base.schedule_after(Duration::from_millis(1), 2).unwrap();
+    assert!(!base.cancel(old), "fired handle");
+    assert!(!remote.cancel(old), "fired handle, from afar");
+    assert!(
+        !base.reset_after(old, Duration::from_secs(1)),
+        "fired handle re-arm"
+    );
+    assert!(base.cancel(new));
+    assert!(!base.cancel(new), "cancelled handle");
+    let newer = base.schedule_after(Duration::from_millis(1), 3).unwrap();
+    assert!(!remote.cancel(new), "cancelled handle after re-use");
+    clock.advance(Duration::from_millis(1));
+    let mut got = Vec::new();
+    base.turn(|v| got.push(v));
+    assert_eq!(got, [3], "the newest timer fires untouched");
+    assert!(!remote.cancel(newer));
+}
+
+#[test]
+fn foreign_handles_do_nothing() {
+    let clock = ManualClock::new();
+    let (mut a, remote_a) = bases::<u32>(1, manual(&clock)).unwrap();
+    let (mut b, remote_b) = bases::<u32>(1, manual(&clock)).unwrap();
+    let ha = a[0].schedule_after(Duration::from_millis(1), 1).unwrap();
+    let hb = b[0].schedule_after(Duration::from_millis(1), 2).unwrap();
+    assert_eq!(
+        (ha.base(), ha == hb),
+        (0, false),
+        "same base, slot and generation, different sets"
+    );
+    assert!(!b[0].cancel(ha));
+    assert!(!remote_b.cancel(ha));
+    assert!(!b[0].reset_after(ha, Duration::from_secs(1)));
+    assert!(!remote_a.cancel(hb));
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(a[0].turn(|v| assert_eq!(v, 1)), 1);
+    assert_eq!(b[0].turn(|v| assert_eq!(v, 2)), 1);
+}
+
+#[test]
+fn full_inbox_hands_the_value_back() {
+    let clock = ManualClock::new();
+    let config = Config {
+        inbox_capacity: 2,
+        ..manual(&clock)
+    };
+    let (mut all, remote) = bases::<String>(1, config).unwrap();
+    remote
+        .schedule_after(0, Duration::ZERO, "a".into())
+        .unwrap();
+    remote
+        .schedule_after(0, Duration::ZERO, "b".into())
+        .unwrap();
+    let e = remote
+        .schedule_after(0, Duration::ZERO, "c".into())
+        .unwrap_err();
+    assert!(e.is_inbox_full(), "{e}");
+    assert_eq!(e.into_inner(), "c");
+    assert_eq!(all[0].stats().inbox_full, 1);
+    let mut got = Vec::new();
+    all[0].turn(|v| got.push(v));
+    got.sort(); // same tick: the wheel does not promise an order among them
+    assert_eq!(got, ["a", "b"]);
+    remote
+        .schedule_after(0, Duration::ZERO, "c".into())
+        .unwrap();
+    all[0].turn(|v| got.push(v));
+    assert_eq!(got, ["a", "b", "c"]);
+    assert_eq!(all[0].free_slots(), all[0].slot_capacity());
+}
+
+#[test]
+fn full_table_hands_the_value_back() {
+    let clock = ManualClock::new();
+    let config = Config {
+        wheel_capacity: Some(4),
+        inbox_capacity: 2,
+        ..manual(&clock)
+    };
+    let (mut all, remote) = bases::<u32>(1, config).unwrap();
+    let base = &mut all[0];
+    for v in 0..4 {
+        base.schedule_after(Duration::from_millis(1), v).unwrap();
+    }
+    let e = base
+        .schedule_after(Duration::from_millis(1), 9)
+        .unwrap_err();
+    assert!(e.is_full());
+    assert_eq!(e.into_inner(), 9);
+    base.turn(|_| {});
+    let e = remote
+        .schedule_after(0, Duration::from_millis(1), 10)
+        .unwrap_err();
+    assert!(e.is_full(), "remote sees the table exhausted: {e}");
+    assert_eq!(e.into_inner(), 10);
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(base.turn(|_| {}), 4);
+    remote.schedule_after(0, Duration::ZERO, 11).unwrap();
+}
+
+#[test]
+fn no_such_base() {
+    let (_all, remote) = bases::<u32>(2, Config::default()).unwrap();
+    let e = remote.schedule_after(2, Duration::ZERO, 5).unwrap_err();
+    assert!(e.is_no_such_base());
+    assert_eq!(e.into_inner(), 5);
+    assert_eq!(remote.len(), 2);
+    let e = tickwheel_percpu::runtime::schedule_after(Duration::ZERO, 6u32).unwrap_err();
+    assert!(e.is_no_such_base(), "not a runtime thread");
+}
+
+#[test]
+fn invalid_configs_are_errors() {
+    assert!(bases::<u32>(0, Config::default()).is_err());
+    assert!(
+        bases::<u32>(
+            1,
+            Config {
+                tick: Duration::ZERO,
+                ..Config::default()
+            }
+        )
+        .is_err()
+    );
+    assert!(
+        bases::<u32>(
+            1,
+            Config {
+                inbox_capacity: 0,
+                ..Config::default()
+            }
+        )
+        .is_err()
+    );
+    assert!(
+        bases::<u32>(
+            1,
+            Config {
+                wheel_capacity: Some(0),
+                ..Config::default()
+            }
+        )
+        .is_err()
+    );
+}
+
+#[test]
+fn core_that_does_not_exist_is_named() {
+    let err = Runtime::<u32>::start(&[usize::MAX], Config::default(), |_| {}).unwrap_err();
+    assert!(
+        err.to_string().contains(&usize::MAX.to_string()),
+        "error does not name the core: {err}"
+    );
+}
+
+#[test]
+fn clock_stepping_back_fires_nothing_early() {
+    let clock = ManualClock::new();
+    let (mut all, _) = bases::<u32>(1, manual(&clock)).unwrap();
+    let base = &mut all[0];
+    clock.set(Duration::from_millis(100));
+    base.turn(|_| {});
+    let before = base.now();
+    base.schedule_after(Duration::from_millis(10), 1).unwrap(); // due at 110 ms
+    clock.set(Duration::from_millis(50)); // steps back
+    assert_eq!(base.turn(|_| panic!("fired on a step back")), 0);
+    assert_eq!(base.now(), before, "the base's clock does not go back");
+    let h = base.schedule_after(Duration::from_millis(5), 2).unwrap(); // from 100 ms (max seen), not 50
+    clock.set(Duration::from_millis(104));
+    assert_eq!(base.turn(|_| panic!("early")), 0);
+    clock.set(Duration::from_millis(110));
+    let mut got = Vec::new();
+    base.turn(|v| got.push(v));
+    assert_eq!(got, [2, 1]);
+    assert!(!base.cancel(h));
+}
+
+#[test]
+fn panicking_handler_is_counted_and_the_base_keeps_running() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let tx = std::sync::Mutex::new(tx); // test plumbing only; the runtime itself takes no lock
+    let rt = Runtime::<u32>::start(&[first_core()], Config::default(), move |v| {
+        if v == 0 {
+            panic!("handler panics on purpose");
+        }
+        tx.lock().unwrap().send(v).unwrap();
+    })
+    .unwrap();
+    rt.remote().schedule_after(0, Duration::ZERO, 0).unwrap();
+    rt.remote()
+        .schedule_after(0, Duration::from_millis(2), 1)
+        .unwrap();
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(5)).unwrap(),
+        1,
+        "base stopped after a panic"
+    );
+    assert_eq!(rt.panics(), 1);
+    let stats = rt.shutdown();
+    assert_eq!(stats[0].fired, 2);
+}
+
+fn first_core() -> usize {
+    core_affinity::get_core_ids().expect("core ids")[0].id
+}
