@@ -17,6 +17,8 @@
 //! all threads on one OS thread), so an owner "sleeps" by spinning with `yield_now` until its fd
 //! polls readable: if a wake-up were lost it would spin forever and loom would report it.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+
 use std::os::fd::RawFd;
 
 /// Threads, atomics and `Arc` for test bodies: loom's under `cfg(loom)`, std's otherwise.

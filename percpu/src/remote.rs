@@ -43,7 +43,8 @@ pub(crate) struct Shared<T> {
     pub(crate) inbox: Queue<Msg<T>>,
     /// Free slots set aside by the owner for remote schedules.
     pub(crate) reserve: Queue<u32>,
-    pub(crate) wake: Wake,
+    /// Written by every producer: on its own cache line, away from the read-mostly fields.
+    pub(crate) wake: CachePadded<Wake>,
     pub(crate) eventfd: OwnedFd,
     /// Set by the owner when it could not refill the reserve: the table is full.
     pub(crate) exhausted: AtomicBool,
@@ -60,7 +61,7 @@ impl<T> Shared<T> {
             // Twice the refill target: the owner's top-up reads the length while remotes take
             // and return slots, so the ring may briefly hold a few more than the target.
             reserve: Queue::new(inbox.saturating_mul(2)),
-            wake: Wake::new(),
+            wake: CachePadded::new(Wake::new()),
             eventfd: sys::eventfd()?,
             exhausted: AtomicBool::new(false),
             inbox_full: AtomicU64::new(0),
