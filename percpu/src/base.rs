@@ -300,9 +300,14 @@ impl<T: Send + 'static> Base<T> {
         true
     }
 
-    /// Does the base's work, without blocking: reads the clock once, applies the inbox, fires
-    /// every due timer (calling `f` with each payload, in deadline order), re-arms the fd.
+    /// Does the base's work, without blocking: reads the clock once, applies the inbox, advances
+    /// the wheel to now in one catch-up, calls `f` with each due payload (in expiry order; timers
+    /// due at the same tick, or sharing a Coarse bucket, in no particular order), re-arms the fd.
     /// Returns how many fired.
+    ///
+    /// `f` runs while the base is borrowed; to schedule from inside it, use a [`Remote`] (or, on
+    /// a [`crate::Runtime`] thread, [`crate::runtime::schedule_after`]): it is filed by the next
+    /// turn, and this turn leaves the fd readable so that the next one comes at once.
     pub fn turn(&mut self, mut f: impl FnMut(T)) -> usize {
         self.begin_turn();
         let now_ns = self.read_clock();

@@ -10,6 +10,9 @@
 //! Such a schedule goes through the base's inbox (the handler runs inside `turn`, which holds the
 //! base), so it is filed at the end of the turn without a syscall.
 //!
+//! With a [`crate::ManualClock`] there is no timerfd to wake a parked thread when time is moved
+//! by hand: call `remote().wake(i)` after advancing the clock.
+//!
 //! Choosing the mode: `Mode::Coarse` (the default) suits keep-alive and request timeouts. Those are
 //! nearly always cancelled or pushed back before they expire, so what matters is the cost of
 //! arming and cancelling; Coarse never cascades, so a timer is touched once when armed and once
