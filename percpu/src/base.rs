@@ -485,7 +485,9 @@ impl<T: Send + 'static> Base<T> {
         // Failure needs a bad fd or a bad timespec; both are excluded by construction.
         let set = sys::timerfd_set_abs(tfd.as_fd(), at);
         debug_assert!(set.is_ok(), "timerfd_settime failed: {set:?}");
-        self.armed = at.and(tick);
+        // A tick beyond the clock's range leaves the timerfd disarmed but is still remembered, so
+        // later turns do not re-arm it again and again.
+        self.armed = tick;
     }
 
     /// Tries to park; if a message arrived during the turn, kicks our own eventfd so the fd stays
