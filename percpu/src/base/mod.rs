@@ -1,4 +1,5 @@
-//! One core's timer base: its wheel, its driver fd, and the owner's side of the protocol.
+//! One core's timer base: its wheel and the owner's side of the protocol (the fd and the
+//! wake-up bookkeeping are in `driver`).
 //!
 //! # Model
 //! The wheel, the slot → wheel-entry map and the private free list are plain memory touched only
@@ -8,19 +9,6 @@
 //! Local operations go straight to the wheel. The one atomic read-modify-write on the local path
 //! is the CAS in cancel (and fire): another thread may be cancelling the same timer, and the CAS
 //! on the slot word is what decides who wins. Arming is a plain store.
-//!
-//! # Driver
-//! `fd()` is an epoll fd holding a timerfd (armed with an ABSOLUTE deadline at the wheel's next
-//! expiry, re-armed only when that changes) and an eventfd (kicked by remote producers when the
-//! owner may be asleep). Any loop (epoll, mio, a runtime's reactor) can register it: epoll fds
-//! nest, and the outer loop sees it readable while either inner fd is. Both inner fds are
-//! level-triggered, so `turn` must clear them: it re-arms the timerfd whenever the armed time has
-//! passed (`timerfd_settime` clears a pending expiry) and reads the eventfd only when a kick is
-//! owed, so a turn with nothing to do makes no syscall besides the vDSO clock read.
-//!
-//! A local schedule earlier than the armed deadline re-arms at once (one syscall), so an outer
-//! loop that sleeps on `fd()` right after scheduling wakes in time. Typical keep-alive traffic
-//! schedules later than the earliest timer and makes no syscall.
 //!
 //! # Given up
 //! - A remote cancel whose notice does not fit in the inbox leaves the wheel entry (and its
@@ -32,7 +20,7 @@ use std::cell::Cell;
 use std::fmt;
 use std::io;
 use std::marker::PhantomData;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use tickwheel::{TimerId, Wheel};
@@ -41,11 +29,11 @@ use crate::clock::{duration_to_ns, ns_to_tick_ceil, ns_to_tick_floor, tick_to_ns
 use crate::error::ScheduleError;
 use crate::handle::Handle;
 use crate::protocol::slots::State;
-use crate::protocol::wake::Found;
 use crate::remote::{Group, Msg, Remote, Shared};
 use crate::stats::{BaseStats, Histogram};
 use crate::sync::{Arc, Ordering};
-use crate::sys;
+
+mod driver;
 
 /// A wheel entry: the slot it belongs to and the payload.
 pub(crate) struct Entry<T> {
@@ -97,9 +85,6 @@ pub struct Base<T> {
     _not_sync: PhantomData<Cell<()>>,
 }
 
-const TOKEN_TIMER: u64 = 1;
-const TOKEN_EVENT: u64 = 2;
-
 impl<T: Send + 'static> Base<T> {
     pub(crate) fn new(
         group: Arc<Group<T>>,
@@ -107,17 +92,7 @@ impl<T: Send + 'static> Base<T> {
         wheel: Wheel<Entry<T>>,
         reserve_target: usize,
     ) -> io::Result<Self> {
-        let epoll = sys::epoll_create()?;
-        let shared = &group.bases[index];
-        sys::epoll_add(epoll.as_fd(), shared.eventfd.as_raw_fd(), TOKEN_EVENT)?;
-        let timerfd = match group.timeline.kernel_clock() {
-            Some(clock) => {
-                let tfd = sys::timerfd_create(clock)?;
-                sys::epoll_add(epoll.as_fd(), tfd.as_raw_fd(), TOKEN_TIMER)?;
-                Some(tfd)
-            }
-            None => None,
-        };
+        let (epoll, timerfd) = driver::fds(&group, index)?;
         let mut base = Self {
             group,
             index,
@@ -319,21 +294,6 @@ impl<T: Send + 'static> Base<T> {
         fired
     }
 
-    /// Blocks until `fd()` is readable or `timeout` passes (`None`: no limit). Call `turn` next.
-    pub fn park(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        if !self.parked {
-            if !self.shared().wake.park() {
-                return Ok(()); // a message arrived since the last turn
-            }
-            self.parked = true;
-        }
-        if self.timerfd.is_none() && self.due_on_manual_clock() {
-            return Ok(());
-        }
-        sys::epoll_wait(self.epoll.as_fd(), timeout_to_ms(timeout))?;
-        Ok(())
-    }
-
     /// A snapshot of this base's counters.
     pub fn stats(&self) -> BaseStats {
         let shared = self.shared();
@@ -352,21 +312,6 @@ impl<T: Send + 'static> Base<T> {
     }
 
     // ---- the steps of a turn ----
-
-    /// Takes the wake word and reads the eventfd back if a kick is owed.
-    fn begin_turn(&mut self) {
-        let found = self.shared().wake.begin();
-        if found == Found::Notified && self.parked {
-            // Exactly one producer moved PARKED -> NOTIFIED, and it kicks exactly once.
-            self.kicks_owed += 1;
-        }
-        self.parked = false;
-        if self.kicks_owed > 0 {
-            // A kick may still be on its way (the producer swaps, then writes): keep owing it.
-            let read = sys::eventfd_take(self.shared().eventfd.as_fd()).unwrap_or(0);
-            self.kicks_owed = self.kicks_owed.saturating_sub(read);
-        }
-    }
 
     /// Reads the clock, keeping the largest reading (a manual clock may step back).
     fn read_clock(&mut self) -> u64 {
@@ -461,47 +406,6 @@ impl<T: Send + 'static> Base<T> {
         fired
     }
 
-    /// Puts the timerfd at the wheel's next expiry if that changed or the armed time passed.
-    fn rearm(&mut self, now_ns: u64) {
-        let now_tick = ns_to_tick_floor(now_ns, self.tick_ns());
-        // After the drain nothing is due at `now_tick`; never arm at or before it (that would make
-        // the fd readable with nothing to do).
-        let next = self.wheel.next_expiry().map(|t| t.max(now_tick + 1));
-        let passed = self.armed.is_some_and(|a| a <= now_tick);
-        if next != self.armed || passed {
-            self.set_timer(next);
-        }
-    }
-
-    fn arm_if_earlier(&mut self, expiry: u64) {
-        if self.armed.is_none_or(|a| expiry < a) {
-            self.set_timer(Some(expiry));
-        }
-    }
-
-    fn set_timer(&mut self, tick: Option<u64>) {
-        let Some(tfd) = &self.timerfd else { return };
-        let at = tick.and_then(|t| self.group.timeline.tick_to_raw_ns(t));
-        // Failure needs a bad fd or a bad timespec; both are excluded by construction.
-        let set = sys::timerfd_set_abs(tfd.as_fd(), at);
-        debug_assert!(set.is_ok(), "timerfd_settime failed: {set:?}");
-        // A tick beyond the clock's range leaves the timerfd disarmed but is still remembered, so
-        // later turns do not re-arm it again and again.
-        self.armed = tick;
-    }
-
-    /// Tries to park; if a message arrived during the turn, kicks our own eventfd so the fd stays
-    /// readable and the caller's loop turns again.
-    fn end_turn(&mut self) {
-        if self.shared().wake.park() {
-            self.parked = true;
-        } else {
-            let kicked = sys::eventfd_kick(self.shared().eventfd.as_fd());
-            debug_assert!(kicked.is_ok(), "eventfd write failed: {kicked:?}");
-            self.kicks_owed += 1;
-        }
-    }
-
     // ---- slots ----
 
     /// A free slot: private list first, then a never-used one, then (rarely) the reserve.
@@ -562,19 +466,6 @@ impl<T: Send + 'static> Base<T> {
         );
         drop(entry);
     }
-
-    fn due_on_manual_clock(&mut self) -> bool {
-        let now_tick = ns_to_tick_floor(self.read_clock(), self.tick_ns());
-        self.wheel.next_expiry().is_some_and(|t| t <= now_tick) || !self.shared().inbox.is_empty()
-    }
-}
-
-/// Milliseconds for `epoll_wait`, rounded up so a short timeout does not become a busy poll.
-fn timeout_to_ms(timeout: Option<Duration>) -> i32 {
-    match timeout {
-        None => -1,
-        Some(d) => i32::try_from(d.as_nanos().div_ceil(1_000_000)).unwrap_or(i32::MAX),
-    }
 }
 
 impl<T> AsRawFd for Base<T> {
@@ -600,19 +491,5 @@ impl<T> fmt::Debug for Base<T> {
             .field("pending", &self.wheel.len())
             .field("armed_tick", &self.armed)
             .finish_non_exhaustive()
-    }
-}
-
-#[cfg(all(test, not(loom)))]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn timeout_rounds_up_to_ms() {
-        assert_eq!(timeout_to_ms(None), -1);
-        assert_eq!(timeout_to_ms(Some(Duration::ZERO)), 0);
-        assert_eq!(timeout_to_ms(Some(Duration::from_nanos(1))), 1);
-        assert_eq!(timeout_to_ms(Some(Duration::from_millis(5))), 5);
-        assert_eq!(timeout_to_ms(Some(Duration::MAX)), i32::MAX);
     }
 }
