@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use tickwheel_percpu::Mode;
 
 use crate::cli::Options;
-use crate::load::{Load, LoadReport, Plan};
+use crate::load::{Load, Plan};
 use crate::report::{self, Settings};
 use crate::server::stats::Snapshot;
 use crate::server::sys::{self, NofileLimit};
@@ -57,12 +57,15 @@ pub(crate) fn run(options: Options) -> Result<bool, Box<dyn std::error::Error>> 
     let started = Instant::now();
     let load = Load::start(plan)?;
     show_progress(&server, &load, started);
-    let load_report: LoadReport = load.finish()?;
+    let finished = load.finish()?;
     let elapsed = started.elapsed();
+    // Stop the server before the clients hang up, so their closes are not a burst of work
+    // landing on the server while its timers are still measured; it closes its ends itself.
     let cores = server.shutdown()?;
+    drop(finished.sockets);
     Ok(report::print_report(
         &settings,
-        &load_report,
+        &finished.report,
         &cores,
         elapsed,
     ))

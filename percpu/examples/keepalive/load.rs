@@ -10,8 +10,8 @@
 //! - slow: sends a request line and then one more header field every fifth of the header timeout,
 //!   never finishing the head (slowloris), until the server closes it; then reconnects.
 //!
-//! It runs for a fixed time, then stops sending, waits (bounded) for outstanding responses,
-//! closes everything and returns its counts. Every loop is bounded by a deadline.
+//! It runs for a fixed time, then stops sending, waits (bounded) for outstanding responses and
+//! returns its counts with the still-open sockets. Every loop is bounded by a deadline.
 //!
 //! Given up: connects are blocking (loopback completes them at once); the random numbers come
 //! from a small xorshift generator, which is plenty for spreading intervals.
@@ -111,7 +111,20 @@ impl LoadReport {
 /// Running load threads.
 #[derive(Debug)]
 pub(crate) struct Load {
-    threads: Vec<JoinHandle<io::Result<LoadReport>>>,
+    threads: Vec<JoinHandle<io::Result<(LoadReport, Vec<TcpStream>)>>>,
+}
+
+/// The end of a run: what the clients saw, and their sockets, still open.
+///
+/// The sockets are handed back rather than closed so the caller can stop the server first:
+/// thousands of simultaneous client closes would otherwise land on the server as one burst of
+/// work while its timers are still being measured.
+#[derive(Debug)]
+pub(crate) struct Finished {
+    /// What the clients saw.
+    pub(crate) report: LoadReport,
+    /// Client sockets still open; dropping them closes them.
+    pub(crate) sockets: Vec<TcpStream>,
 }
 
 impl Load {
@@ -134,16 +147,20 @@ impl Load {
         self.threads.iter().all(|t| t.is_finished())
     }
 
-    /// Waits for the load threads and sums what they saw.
-    pub(crate) fn finish(self) -> io::Result<LoadReport> {
-        let mut total = LoadReport::default();
+    /// Waits for the load threads, sums what they saw and collects their open sockets.
+    pub(crate) fn finish(self) -> io::Result<Finished> {
+        let mut finished = Finished {
+            report: LoadReport::default(),
+            sockets: Vec::new(),
+        };
         for thread in self.threads {
-            let report = thread
+            let (report, sockets) = thread
                 .join()
                 .map_err(|_| io::Error::other("a load thread panicked"))??;
-            total.merge(report);
+            finished.report.merge(report);
+            finished.sockets.extend(sockets);
         }
-        Ok(total)
+        Ok(finished)
     }
 }
 
@@ -274,7 +291,7 @@ impl Generator {
         Ok(generator)
     }
 
-    fn run(mut self) -> io::Result<LoadReport> {
+    fn run(mut self) -> io::Result<(LoadReport, Vec<TcpStream>)> {
         let hard_end = self.load_end + DRAIN;
         loop {
             let now = Instant::now();
@@ -289,8 +306,8 @@ impl Generator {
             }
             self.run_due(Instant::now());
         }
-        self.close_all(Instant::now());
-        Ok(self.report)
+        let sockets = self.finish_all(Instant::now());
+        Ok((self.report, sockets))
     }
 
     /// Milliseconds until the next wake-up (at most until `hard_end`, at least 0).
@@ -528,8 +545,9 @@ impl Generator {
         self.wake_at(now + again, i);
     }
 
-    /// Ends the run: counts what is still unanswered or overdue, then closes every socket.
-    fn close_all(&mut self, now: Instant) {
+    /// Ends the run: counts what is still unanswered or overdue; returns the open sockets.
+    fn finish_all(&mut self, now: Instant) -> Vec<TcpStream> {
+        let mut sockets = Vec::new();
         let idle_bound = self.plan.idle_timeout * 5 / 4 + Duration::from_millis(500);
         let slow_bound = self.plan.header_timeout * 5 / 4 + Duration::from_millis(500);
         for client in &mut self.clients {
@@ -540,9 +558,10 @@ impl Generator {
                 _ => false,
             };
             self.report.overdue += u64::from(overdue);
-            client.stream = None;
+            sockets.extend(client.stream.take());
             client.state = State::Finished;
         }
+        sockets
     }
 }
 

@@ -119,12 +119,20 @@ pub(crate) fn print_report(
         spread(percentiles(&header_lateness)),
     );
     row(
-        "idle close seen by clients",
-        spread(load.idle_gap_percentiles()),
+        "idle closes seen by clients",
+        format!(
+            "{}: {}",
+            load.idle_closed,
+            spread(load.idle_gap_percentiles())
+        ),
     );
     row(
-        "header close seen by clients",
-        spread(load.slow_gap_percentiles()),
+        "header closes seen by clients",
+        format!(
+            "{}: {}",
+            load.slow_closed,
+            spread(load.slow_gap_percentiles())
+        ),
     );
     row(
         "timer resets",

@@ -199,15 +199,14 @@ impl Worker {
         if self.fired.is_empty() {
             return;
         }
-        let now = Instant::now();
         let mut fired = std::mem::take(&mut self.fired);
         for token in fired.drain(..) {
-            self.on_timer(token, now);
+            self.on_timer(token);
         }
         self.fired = fired;
     }
 
-    fn on_timer(&mut self, token: TimerToken, now: Instant) {
+    fn on_timer(&mut self, token: TimerToken) {
         let Some(conn) = self.conns.get_mut(token.key) else {
             self.counters.add(Count::StaleTimer, 1);
             return;
@@ -223,18 +222,19 @@ impl Worker {
         match token.kind {
             // A request head is arriving: the header timer decides; idle is re-armed after it.
             TimerKind::Idle if conn.header.is_some() => {}
-            TimerKind::Idle => self.timed_out(token.key, armed.since, now, TimerKind::Idle),
-            TimerKind::Header => self.timed_out(token.key, armed.since, now, TimerKind::Header),
+            TimerKind::Idle => self.timed_out(token.key, armed.since, TimerKind::Idle),
+            TimerKind::Header => self.timed_out(token.key, armed.since, TimerKind::Header),
         }
     }
 
-    /// Records the lateness of a timeout and closes its connection.
-    fn timed_out(&mut self, key: Key, since: Instant, now: Instant, kind: TimerKind) {
+    /// Records the lateness of a timeout (up to this close, not just to the turn that fired it)
+    /// and closes its connection.
+    fn timed_out(&mut self, key: Key, since: Instant, kind: TimerKind) {
         let (timeout, why) = match kind {
             TimerKind::Idle => (self.idle_timeout, Why::Idle),
             TimerKind::Header => (self.header_timeout, Why::Header),
         };
-        let elapsed = now.saturating_duration_since(since);
+        let elapsed = Instant::now().saturating_duration_since(since);
         if elapsed < timeout {
             self.counters.add(Count::EarlyClose, 1);
         }
