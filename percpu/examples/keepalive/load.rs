@@ -111,7 +111,7 @@ impl LoadReport {
 /// Running load threads.
 #[derive(Debug)]
 pub(crate) struct Load {
-    threads: Vec<JoinHandle<io::Result<(LoadReport, Vec<TcpStream>)>>>,
+    threads: Vec<JoinHandle<io::Result<Finished>>>,
 }
 
 /// The end of a run: what the clients saw, and their sockets, still open.
@@ -154,11 +154,11 @@ impl Load {
             sockets: Vec::new(),
         };
         for thread in self.threads {
-            let (report, sockets) = thread
+            let one = thread
                 .join()
                 .map_err(|_| io::Error::other("a load thread panicked"))??;
-            finished.report.merge(report);
-            finished.sockets.extend(sockets);
+            finished.report.merge(one.report);
+            finished.sockets.extend(one.sockets);
         }
         Ok(finished)
     }
@@ -291,7 +291,7 @@ impl Generator {
         Ok(generator)
     }
 
-    fn run(mut self) -> io::Result<(LoadReport, Vec<TcpStream>)> {
+    fn run(mut self) -> io::Result<Finished> {
         let hard_end = self.load_end + DRAIN;
         loop {
             let now = Instant::now();
@@ -307,7 +307,10 @@ impl Generator {
             self.run_due(Instant::now());
         }
         let sockets = self.finish_all(Instant::now());
-        Ok((self.report, sockets))
+        Ok(Finished {
+            report: self.report,
+            sockets,
+        })
     }
 
     /// Milliseconds until the next wake-up (at most until `hard_end`, at least 0).
