@@ -275,7 +275,7 @@ impl Generator {
     fn new(plan: Plan, seed: u64, roles: Vec<Role>, start: Instant) -> io::Result<Generator> {
         let mut generator = Generator {
             plan,
-            epoll: Epoll::new()?,
+            epoll: Epoll::new(512)?,
             clients: roles.into_iter().map(|r| Client::new(r, start)).collect(),
             wakeups: BinaryHeap::new(),
             rng: Rng(0x9E37_79B9_7F4A_7C15 ^ (seed + 1).wrapping_mul(0xD6E8_FEB8_6659_FD93)),
@@ -299,7 +299,7 @@ impl Generator {
                 break;
             }
             let timeout = self.wait_ms(now, hard_end);
-            self.epoll.wait(&mut self.events, 512, timeout)?;
+            self.epoll.wait(&mut self.events, timeout)?;
             for i in 0..self.events.len() {
                 let Event { token, .. } = self.events[i];
                 self.on_event(token);

@@ -34,11 +34,19 @@ fn owned(fd: RawFd) -> OwnedFd {
 pub(crate) const READABLE: u32 = libc::EPOLLIN as u32;
 /// Interest in writability.
 pub(crate) const WRITABLE: u32 = libc::EPOLLOUT as u32;
+/// Reported (never requested): an error or a hang-up on the descriptor.
+pub(crate) const HANG_UP: u32 = (libc::EPOLLERR | libc::EPOLLHUP) as u32;
 
-/// An epoll instance (level-triggered).
-#[derive(Debug)]
+/// An epoll instance (level-triggered) with its own buffer for reported events.
 pub(crate) struct Epoll {
     fd: OwnedFd,
+    buffer: Vec<libc::epoll_event>,
+}
+
+impl std::fmt::Debug for Epoll {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Epoll").field("fd", &self.fd).finish()
+    }
 }
 
 /// One readiness report: the token given at registration and the ready flags.
@@ -51,11 +59,15 @@ pub(crate) struct Event {
 }
 
 impl Epoll {
-    /// Creates an epoll instance with close-on-exec.
-    pub(crate) fn new() -> io::Result<Self> {
+    /// Creates an epoll instance with close-on-exec that reports at most `max_events` per wait.
+    pub(crate) fn new(max_events: usize) -> io::Result<Self> {
         // SAFETY: epoll_create1 takes no pointers; the flag is a valid constant.
         let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
-        Ok(Epoll { fd: owned(fd) })
+        let empty = libc::epoll_event { events: 0, u64: 0 };
+        Ok(Epoll {
+            fd: owned(fd),
+            buffer: vec![empty; max_events.max(1)],
+        })
     }
 
     fn ctl(&self, op: libc::c_int, fd: RawFd, interest: u32, token: u64) -> io::Result<()> {
@@ -78,17 +90,17 @@ impl Epoll {
         self.ctl(libc::EPOLL_CTL_MOD, fd, interest, token)
     }
 
-    /// Waits for readiness; fills `out` (cleared first) with at most `max` events.
+    /// Waits for readiness; fills `out` (cleared first) with the events reported.
     /// `timeout_ms < 0` waits without limit. An interrupted wait returns no events.
-    pub(crate) fn wait(&self, out: &mut Vec<Event>, max: usize, timeout_ms: i32) -> io::Result<()> {
-        let mut raw = vec![libc::epoll_event { events: 0, u64: 0 }; max];
+    pub(crate) fn wait(&mut self, out: &mut Vec<Event>, timeout_ms: i32) -> io::Result<()> {
         out.clear();
-        // SAFETY: `raw` holds `max` initialised epoll_event values that live across the call;
-        // the kernel writes at most `max` of them.
+        let max = self.buffer.len().min(libc::c_int::MAX as usize);
+        // SAFETY: `buffer` holds `max` initialised epoll_event values that live across the
+        // call; the kernel writes at most `max` of them.
         let ret = unsafe {
             libc::epoll_wait(
                 self.fd.as_raw_fd(),
-                raw.as_mut_ptr(),
+                self.buffer.as_mut_ptr(),
                 max as libc::c_int,
                 timeout_ms,
             )
@@ -98,7 +110,7 @@ impl Epoll {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => 0,
             Err(e) => return Err(e),
         };
-        out.extend(raw[..n].iter().map(|ev| Event {
+        out.extend(self.buffer[..n].iter().map(|ev| Event {
             token: ev.u64,
             flags: ev.events,
         }));

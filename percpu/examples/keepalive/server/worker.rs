@@ -39,7 +39,7 @@ use super::StartError;
 use super::conn::{Armed, Conn, Key, Slab, TimerKind, TimerToken};
 use super::http::{self, Outcome, Status};
 use super::stats::{CoreReport, Count, Counters};
-use super::sys::{self, Epoll, Event, READABLE, StopFlag, WRITABLE};
+use super::sys::{self, Epoll, Event, HANG_UP, READABLE, StopFlag, WRITABLE};
 
 /// Epoll token of the listener.
 const LISTENER: u64 = u64::MAX;
@@ -111,6 +111,7 @@ struct Worker {
     listener: TcpListener,
     accepting: bool,
     base: Base<TimerToken>,
+    /// Held so the stop flag's descriptor outlives its registration in `epoll`.
     _stop: Arc<StopFlag>,
     conns: Slab,
     counters: Arc<Counters>,
@@ -129,7 +130,7 @@ impl Worker {
         if !core_affinity::set_for_current(setup.cpu) {
             return Err(StartError::Pin { cpu: setup.cpu.id });
         }
-        let epoll = Epoll::new()?;
+        let epoll = Epoll::new(MAX_EVENTS)?;
         epoll.add(setup.listener.as_raw_fd(), READABLE, LISTENER)?;
         epoll.add(setup.base.fd(), READABLE, TIMER)?;
         epoll.add(setup.stop.as_raw_fd(), READABLE, STOP)?;
@@ -157,7 +158,7 @@ impl Worker {
     /// Runs until the stop flag is raised.
     fn event_loop(&mut self) -> io::Result<()> {
         loop {
-            self.epoll.wait(&mut self.events, MAX_EVENTS, -1)?;
+            self.epoll.wait(&mut self.events, -1)?;
             self.fire_due_timers();
             let mut stop = false;
             for i in 0..self.events.len() {
@@ -382,9 +383,13 @@ impl Worker {
         let Some(conn) = self.conns.get_mut(key) else {
             return; // closed earlier in this turn
         };
+        if flags & HANG_UP != 0 && flags & READABLE == 0 {
+            // Nothing left to read and the socket is dead: no read or write could succeed.
+            return self.close(key, Why::Peer);
+        }
         if conn.waiting_to_write {
             self.flush(key);
-        } else if flags != 0 {
+        } else {
             self.on_readable(key);
         }
     }
