@@ -5,7 +5,8 @@
 //! shuts it down. Timing rules: "not before" is asserted exactly (a close must come no earlier
 //! than the timeout, measured on the client from just before the request was written, which is
 //! never later than the server's own start of the timeout); "after" only with a generous bound,
-//! because the machine running the tests may be busy.
+//! because the machine running the tests may be busy. The last test runs the example's own load
+//! generator, scaled down, against the server and checks the invariants the demo checks.
 
 #[allow(
     dead_code,
@@ -13,6 +14,13 @@
 )]
 #[path = "../examples/keepalive/server/mod.rs"]
 mod server;
+
+#[allow(
+    dead_code,
+    reason = "the example uses parts of the load generator that these tests do not"
+)]
+#[path = "../examples/keepalive/load.rs"]
+mod load;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -376,4 +384,43 @@ fn asking_for_more_cores_than_exist_is_an_error() {
         Err(StartError::TooManyCores { asked, .. }) => assert_eq!(asked, available + 1),
         other => panic!("expected TooManyCores, got {other:?}"),
     }
+}
+
+#[test]
+fn built_in_load_keeps_every_invariant() {
+    server::sys::raise_nofile_limit().expect("raise the open-file limit");
+    let (idle, header) = (Duration::from_millis(400), Duration::from_millis(300));
+    let server = start_with(idle, header, Mode::Coarse);
+    let plan = load::Plan {
+        addr: server.local_addr(),
+        active: 60,
+        idle: 30,
+        slow: 15,
+        threads: 2,
+        duration: Duration::from_millis(2500),
+        idle_timeout: idle,
+        header_timeout: header,
+    };
+    let finished = load::Load::start(plan).unwrap().finish().unwrap();
+    let cores = server.shutdown().unwrap();
+    drop(finished.sockets);
+    let seen = finished.report;
+    let total = server::stats::Snapshot::total(cores.iter().map(|c| &c.counters));
+    assert_eq!(seen.active_closed, 0, "{seen:?}");
+    assert_eq!(
+        (seen.unanswered, seen.wrong_status, seen.overdue),
+        (0, 0, 0),
+        "{seen:?}"
+    );
+    assert_eq!(seen.answered, total.served);
+    assert!(seen.idle_closed > 0 && seen.slow_closed > 0, "{seen:?}");
+    assert!(
+        seen.idle_gaps.iter().all(|&gap| gap >= idle),
+        "an idle close came early"
+    );
+    assert!(
+        seen.slow_gaps.iter().all(|&gap| gap >= header),
+        "a header close came early"
+    );
+    assert_eq!((total.early_closes, total.stale_timers), (0, 0));
 }
