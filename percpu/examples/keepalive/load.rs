@@ -248,7 +248,7 @@ impl Rng {
         self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
 
-    /// Uniform in `lo..=hi` (milliseconds granularity is all the generator needs).
+    /// Uniform in `lo..=hi`, to the microsecond.
     fn between(&mut self, lo: Duration, hi: Duration) -> Duration {
         let span = hi.saturating_sub(lo).as_micros() as u64 + 1;
         lo + Duration::from_micros(self.next() % span)
