@@ -184,6 +184,35 @@ fn connection_close_is_honoured() {
     await_close(&mut stream);
 }
 
+/// Reads until the server's clean close (EOF, not a reset).
+fn await_eof(stream: &mut TcpStream) {
+    let mut chunk = [0u8; 1024];
+    match stream.read(&mut chunk) {
+        Ok(0) => {}
+        Ok(n) => panic!("unexpected bytes before close: {:?}", &chunk[..n]),
+        Err(e) => panic!("expected a clean close, got {e}"),
+    }
+}
+
+#[test]
+fn bytes_after_connection_close_are_discarded_without_a_reset() {
+    let server = start();
+    let mut stream = connect(&server);
+    let mut pending = Vec::new();
+    let mut batch = b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n".to_vec();
+    for _ in 0..1000 {
+        batch.extend_from_slice(GET);
+    }
+    stream.write_all(&batch).unwrap();
+    let response = read_response(&mut stream, &mut pending);
+    assert_eq!((response.status, response.close), (200, true));
+    assert!(
+        pending.is_empty(),
+        "nothing is answered after Connection: close"
+    );
+    await_eof(&mut stream);
+}
+
 /// The idle timer closes a silent connection, never before the timeout.
 fn idle_close_after_timeout(mode: Mode) {
     let server = start_with(IDLE, HEADER, mode);
@@ -304,6 +333,7 @@ fn oversized_header_gets_431_and_close() {
     let response = read_response(&mut stream, &mut pending);
     assert_eq!(response.status, 431);
     assert!(response.close);
+    await_eof(&mut stream);
 }
 
 #[test]

@@ -50,13 +50,15 @@ pub(crate) struct TimerToken {
     pub(crate) kind: TimerKind,
 }
 
-/// The two timers a connection may hold.
+/// The timers a connection may hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum TimerKind {
     /// Keep-alive idle timeout: reset on every request.
     Idle,
     /// Header-read timeout: runs while a request head is incomplete.
     Header,
+    /// Bound on a lingering close (takes the idle timer's place once the last response is out).
+    Linger,
 }
 
 /// One armed timer: its handle and the base's clock when it was (re)armed.
@@ -79,7 +81,7 @@ pub(crate) struct Conn {
     pub(crate) output: Vec<u8>,
     /// How much of `output` has been written.
     pub(crate) written: usize,
-    /// The idle timer, when armed.
+    /// The idle timer (or, while lingering, the linger timer), when armed.
     pub(crate) idle: Option<Armed>,
     /// The header timer, when armed.
     pub(crate) header: Option<Armed>,
@@ -87,6 +89,9 @@ pub(crate) struct Conn {
     pub(crate) close_after_flush: bool,
     /// Currently registered for writability instead of readability.
     pub(crate) waiting_to_write: bool,
+    /// The last response is out and the write side shut: reading only to discard until the
+    /// peer closes or the linger timer fires.
+    pub(crate) lingering: bool,
 }
 
 impl Conn {
@@ -101,6 +106,15 @@ impl Conn {
             header: None,
             close_after_flush: false,
             waiting_to_write: false,
+            lingering: false,
+        }
+    }
+
+    /// The slot that holds timer `kind`.
+    pub(crate) fn timer_mut(&mut self, kind: TimerKind) -> &mut Option<Armed> {
+        match kind {
+            TimerKind::Idle | TimerKind::Linger => &mut self.idle,
+            TimerKind::Header => &mut self.header,
         }
     }
 

@@ -24,9 +24,13 @@
 //!
 //! Backpressure: while a response cannot be written in full, the connection waits for
 //! writability only and reads nothing more.
+//!
+//! Closing after a last response (`Connection: close`, 400, 431) lingers: the write side is shut
+//! and input is discarded until the peer closes, for at most [`LINGER`] (a third timer kind, in
+//! the idle timer's place), so unread input never turns the close into a reset.
 
 use std::io::{self, Read, Write};
-use std::net::TcpListener;
+use std::net::{Shutdown, TcpListener};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
@@ -53,6 +57,8 @@ const MAX_EVENTS: usize = 256;
 const ACCEPTS_PER_EVENT: usize = 128;
 /// Bytes read per `read` call.
 const READ_CHUNK: usize = 16 * 1024;
+/// Longest wait for the peer to close after the server's last response (lingering close).
+const LINGER: Duration = Duration::from_millis(500);
 
 /// Everything a worker needs, moved into its thread.
 #[derive(Debug)]
@@ -212,42 +218,37 @@ impl Worker {
             self.counters.add(Count::StaleTimer, 1);
             return;
         };
-        let slot = match token.kind {
-            TimerKind::Idle => &mut conn.idle,
-            TimerKind::Header => &mut conn.header,
-        };
-        let Some(armed) = slot.take() else {
+        let Some(armed) = conn.timer_mut(token.kind).take() else {
             self.counters.add(Count::StaleTimer, 1);
             return;
         };
+        let key = token.key;
         match token.kind {
             // A request head is arriving: the header timer decides; idle is re-armed after it.
             TimerKind::Idle if conn.header.is_some() => {}
-            TimerKind::Idle => self.timed_out(token.key, armed.since, TimerKind::Idle),
-            TimerKind::Header => self.timed_out(token.key, armed.since, TimerKind::Header),
+            TimerKind::Idle => {
+                let late = self.lateness(armed.since, self.idle_timeout);
+                self.idle_lateness.push(late);
+                self.close(key, Why::Idle);
+            }
+            TimerKind::Header => {
+                let late = self.lateness(armed.since, self.header_timeout);
+                self.header_lateness.push(late);
+                self.say_goodbye(key, Status::RequestTimeout);
+                self.close(key, Why::Header);
+            }
+            TimerKind::Linger => self.close(key, Why::Done),
         }
     }
 
-    /// Records the lateness of a timeout (up to this close, not just to the turn that fired it)
-    /// and closes its connection.
-    fn timed_out(&mut self, key: Key, since: Instant, kind: TimerKind) {
-        let (timeout, why) = match kind {
-            TimerKind::Idle => (self.idle_timeout, Why::Idle),
-            TimerKind::Header => (self.header_timeout, Why::Header),
-        };
+    /// How long after `since + timeout` it is now (measured at each close, not once per turn);
+    /// counts an early close if the timeout has not yet elapsed.
+    fn lateness(&self, since: Instant, timeout: Duration) -> Duration {
         let elapsed = Instant::now().saturating_duration_since(since);
         if elapsed < timeout {
             self.counters.add(Count::EarlyClose, 1);
         }
-        let lateness = elapsed.saturating_sub(timeout);
-        match kind {
-            TimerKind::Idle => self.idle_lateness.push(lateness),
-            TimerKind::Header => {
-                self.header_lateness.push(lateness);
-                self.say_goodbye(key, Status::RequestTimeout);
-            }
-        }
-        self.close(key, why);
+        elapsed.saturating_sub(timeout)
     }
 
     /// Best effort: queue a final response and try one write; the connection closes right after.
@@ -264,10 +265,7 @@ impl Worker {
         let Some(conn) = self.conns.get_mut(key) else {
             return false;
         };
-        let slot = match kind {
-            TimerKind::Idle => &mut conn.idle,
-            TimerKind::Header => &mut conn.header,
-        };
+        let slot = conn.timer_mut(kind);
         // Both calls read the clock and count the delay from that reading, which `now()` then
         // returns: the timeout starts after the request was read, never before.
         if let Some(armed) = slot
@@ -291,11 +289,7 @@ impl Worker {
         let Some(conn) = self.conns.get_mut(key) else {
             return;
         };
-        let slot = match kind {
-            TimerKind::Idle => &mut conn.idle,
-            TimerKind::Header => &mut conn.header,
-        };
-        if let Some(armed) = slot.take() {
+        if let Some(armed) = conn.timer_mut(kind).take() {
             self.base.cancel(armed.handle);
         }
     }
@@ -398,12 +392,17 @@ impl Worker {
         let Some(conn) = self.conns.get_mut(key) else {
             return;
         };
+        // For a lingering connection the peer's close is the expected end, not a loss.
+        let ended = if conn.lingering { Why::Done } else { Why::Peer };
         let n = match (&conn.stream).read(&mut self.scratch) {
-            Ok(0) => return self.close(key, Why::Peer),
+            Ok(0) => return self.close(key, ended),
             Ok(n) => n,
             Err(e) if is_transient(&e) => return,
-            Err(_) => return self.close(key, Why::Peer),
+            Err(_) => return self.close(key, ended),
         };
+        if conn.lingering {
+            return; // discard: only the peer's close (or the linger timer) is awaited
+        }
         let outcome = take_requests(conn, &self.scratch[..n]);
         let partial = !conn.input.is_empty();
         self.counters.add(Count::Served, outcome.served);
@@ -434,8 +433,8 @@ impl Worker {
         if done {
             conn.output.clear();
             conn.written = 0;
-            if conn.close_after_flush {
-                return self.close(key, Why::Done);
+            if conn.close_after_flush && !conn.lingering {
+                return self.linger(key);
             }
         }
         if done == conn.waiting_to_write {
@@ -445,6 +444,26 @@ impl Worker {
             if self.epoll.modify(fd, interest, key.token()).is_err() {
                 self.close(key, Why::Peer);
             }
+        }
+    }
+
+    /// Lingering close: the last response is out, so shut the write side (the peer reads EOF)
+    /// and discard whatever still arrives until the peer closes or [`LINGER`] passes. Closing
+    /// with unread bytes in the socket would send a reset, which can destroy the response before
+    /// the peer reads it.
+    fn linger(&mut self, key: Key) {
+        let Some(conn) = self.conns.get_mut(key) else {
+            return;
+        };
+        conn.lingering = true;
+        conn.input.clear();
+        if conn.stream.shutdown(Shutdown::Write).is_err() {
+            return self.close(key, Why::Done);
+        }
+        self.disarm(key, TimerKind::Header);
+        self.disarm(key, TimerKind::Idle);
+        if !self.arm(key, TimerKind::Linger, LINGER) {
+            self.close(key, Why::Done);
         }
     }
 
