@@ -58,7 +58,11 @@ fn main() {
                 }
                 Some(id) if wheel.reset(id, now + IDLE_TICKS) => resets += 1,
                 _ => {
-                    timers[conn] = Some(wheel.insert(now + IDLE_TICKS, conn as u32).expect("unbounded"));
+                    timers[conn] = Some(
+                        wheel
+                            .insert(now + IDLE_TICKS, conn as u32)
+                            .expect("unbounded"),
+                    );
                 }
             }
         }
@@ -75,13 +79,18 @@ fn main() {
     let stats = wheel.stats();
     let ops = resets + cancels + fired + stats.inserted - CONNECTIONS as u64 + TICKS;
 
-    println!("tickwheel {mode:?} wheel, {CONNECTIONS} connections, idle timeout {IDLE_TICKS} ticks");
+    println!(
+        "tickwheel {mode:?} wheel, {CONNECTIONS} connections, idle timeout {IDLE_TICKS} ticks"
+    );
     for (tick, conn) in &first_fires {
         println!("  tick {tick:>6}: connection {conn} timed out");
     }
     println!("  ...");
     println!("fired      {fired:>10}  (idle connections closed)");
-    println!("resets     {resets:>10}  ({} stayed in their bucket)", stats.resets_in_place);
+    println!(
+        "resets     {resets:>10}  ({} stayed in their bucket)",
+        stats.resets_in_place
+    );
     println!("cancels    {cancels:>10}");
     println!("cascades   {:>10}", stats.cascades);
     println!("pending    {:>10}  at tick {}", wheel.len(), wheel.now());

@@ -40,8 +40,8 @@
 //! - A sweep walks the whole overflow list. It is meant for rare, very long timers.
 
 use crate::geometry::{
-    self, SLOT_BITS, SLOTS, granularity_shift, granules_ceil, granules_to_tick, level_for,
-    level_for_delay, level_span_ticks, round_up, slot_for, slot_start, top_block_start,
+    self, SLOT_BITS, SLOT_MASK, SLOTS, granularity_shift, granules_ceil, granules_to_tick,
+    level_for, level_for_delay, level_span_ticks, round_up, slot_for, slot_start, top_block_start,
 };
 use crate::slab::{Bucket, NIL, Slab};
 use crate::{Builder, Full, Mode, Stats, TimerId};
@@ -339,11 +339,10 @@ impl<T> Wheel<T> {
                     let top = granularity_shift(self.levels - 1);
                     return (self.overflow_bucket(), round_up(deadline, top));
                 }
-                let expiry = round_up(deadline, granularity_shift(level));
-                (
-                    wheel_bucket(level, geometry::bucket_for(expiry, level)),
-                    expiry,
-                )
+                let shift = granularity_shift(level);
+                let granule = granules_ceil(deadline, shift);
+                let slot = (granule & SLOT_MASK) as usize;
+                (wheel_bucket(level, slot), granules_to_tick(granule, shift))
             }
         };
         debug_assert!(

@@ -61,7 +61,9 @@ fn arbitrary_bits_are_just_a_stale_id() {
 fn a_full_wheel_hands_the_value_back_and_recovers() {
     for mode in MODES {
         let mut wheel = Wheel::builder(mode).capacity(3).build().unwrap();
-        let ids: Vec<_> = (0..3).map(|i| wheel.insert(10 + i, vec![i]).unwrap()).collect();
+        let ids: Vec<_> = (0..3)
+            .map(|i| wheel.insert(10 + i, vec![i]).unwrap())
+            .collect();
         let err = wheel.insert(20, vec![99]).unwrap_err();
         assert_eq!(err.to_string(), "the timer wheel is at capacity");
         assert_eq!(err.into_inner(), vec![99]);
@@ -94,7 +96,11 @@ fn past_deadlines_are_due_now_and_not_before_a_poll_that_reaches_now() {
         let id = wheel.insert(3, 'p').unwrap();
         assert_eq!(wheel.expiry(id), Some(100));
         assert_eq!(wheel.next_expiry(), Some(100));
-        assert_eq!(wheel.poll(99), None, "a poll below the clock changes nothing");
+        assert_eq!(
+            wheel.poll(99),
+            None,
+            "a poll below the clock changes nothing"
+        );
         assert_eq!(wheel.poll(100), Some((id, 'p')));
     }
 }
@@ -149,7 +155,11 @@ fn a_long_jump_moves_each_timer_at_most_levels_minus_one_times() {
         // Exact cascades a timer at most levels - 1 times plus one overflow placement; Coarse
         // never cascades, only places overflow timers once.
         let bound = if mode == Mode::Exact { n * levels } else { n };
-        assert!(stats.cascades <= bound, "{mode:?}: {} moves for {n} timers", stats.cascades);
+        assert!(
+            stats.cascades <= bound,
+            "{mode:?}: {} moves for {n} timers",
+            stats.cascades
+        );
     }
 }
 
@@ -170,7 +180,9 @@ fn a_reset_within_the_bucket_only_rewrites_the_expiry() {
 #[test]
 fn clear_drops_everything_and_stales_every_id() {
     let mut wheel = Wheel::new(Mode::Exact);
-    let ids: Vec<_> = (0..100).map(|i| wheel.insert(i * 1_000, i).unwrap()).collect();
+    let ids: Vec<_> = (0..100)
+        .map(|i| wheel.insert(i * 1_000, i).unwrap())
+        .collect();
     wheel.clear();
     assert!(wheel.is_empty());
     assert_eq!(wheel.next_expiry(), None);
