@@ -7,8 +7,8 @@
 //! `--listen ADDR` runs the plain server until Ctrl-C instead (try it with curl or wrk).
 //!
 //! Layout: `server/` is the server proper (shared with `tests/keepalive.rs`): `worker` is the
-//! per-core event loop, `conn` the connection slab, `http` the request framing, `stats` the
-//! counters, `sys` the system calls. `load` is the load generator, `demo` and `report` run and
+//! per-core event loop, `conn` the connection slab, `http` the request framing, `date` the `Date`
+//! header, `stats` the counters, `sys` the system calls. `load` is the load generator, `demo` and `report` run and
 //! judge the demo, `cli` parses flags, `signal` waits for Ctrl-C.
 
 #![deny(unsafe_op_in_unsafe_fn)]

@@ -15,9 +15,11 @@
 //!
 //! Given up: request bodies. A request announcing one (`Content-Length` above zero or any
 //! `Transfer-Encoding`) is answered and then the connection closes, so framing stays correct
-//! without reading the body. Responses carry no `Date` header.
+//! without reading the body.
 
 use std::fmt;
+
+use super::date::DATE_LEN;
 
 /// Largest header block (request line and fields) accepted before answering `431`.
 pub(crate) const MAX_HEADER_BYTES: usize = 8 * 1024;
@@ -72,10 +74,18 @@ impl fmt::Display for Status {
 }
 
 /// Appends a complete response to `out`. `head` omits the body (for `HEAD`), keeping its length.
-pub(crate) fn write_response(out: &mut Vec<u8>, status: Status, keep_alive: bool, head: bool) {
+pub(crate) fn write_response(
+    out: &mut Vec<u8>,
+    status: Status,
+    keep_alive: bool,
+    head: bool,
+    date: &[u8; DATE_LEN],
+) {
     let body = status.body();
     out.extend_from_slice(status.line());
-    out.extend_from_slice(b"Content-Type: text/plain\r\nContent-Length: ");
+    out.extend_from_slice(b"Date: ");
+    out.extend_from_slice(date);
+    out.extend_from_slice(b"\r\nContent-Type: text/plain\r\nContent-Length: ");
     out.extend_from_slice(body.len().to_string().as_bytes());
     out.extend_from_slice(if keep_alive {
         b"\r\nConnection: keep-alive\r\n\r\n".as_slice()
@@ -132,13 +142,13 @@ enum Step {
 }
 
 /// Answers every complete request at the front of `input`, appending responses to `out`.
-pub(crate) fn process(input: &[u8], out: &mut Vec<u8>) -> Outcome {
+pub(crate) fn process(input: &[u8], out: &mut Vec<u8>, date: &[u8; DATE_LEN]) -> Outcome {
     let mut outcome = Outcome::default();
     while outcome.consumed < input.len() {
         match step(&input[outcome.consumed..]) {
             Step::Partial => break,
             Step::Reject(status) => {
-                write_response(out, status, false, false);
+                write_response(out, status, false, false, date);
                 outcome.rejected += 1;
                 outcome.consumed = input.len();
                 outcome.close = true;
@@ -146,7 +156,8 @@ pub(crate) fn process(input: &[u8], out: &mut Vec<u8>) -> Outcome {
             }
             Step::Request(head) => {
                 let (status, keep_alive) = answer(head);
-                write_response(out, status, keep_alive, head.method == Method::Head);
+                let is_head = head.method == Method::Head;
+                write_response(out, status, keep_alive, is_head, date);
                 if status == Status::Ok {
                     outcome.served += 1;
                 } else {
@@ -252,7 +263,7 @@ mod tests {
 
     fn run(input: &[u8]) -> (Outcome, String) {
         let mut out = Vec::new();
-        let outcome = process(input, &mut out);
+        let outcome = process(input, &mut out, b"Sun, 06 Nov 1994 08:49:37 GMT");
         (outcome, String::from_utf8(out).unwrap())
     }
 
@@ -260,7 +271,7 @@ mod tests {
     fn one_get_keeps_alive() {
         let (o, out) = run(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
         assert_eq!((o.served, o.close, o.consumed), (1, false, 27));
-        assert!(out.starts_with("HTTP/1.1 200 OK\r\n"));
+        assert!(out.starts_with("HTTP/1.1 200 OK\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n"));
         assert!(out.contains("Connection: keep-alive"));
         assert!(out.ends_with("Hello from tickwheel\n"));
     }

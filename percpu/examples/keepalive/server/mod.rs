@@ -16,6 +16,7 @@
 //! Given up: connection migration between cores, TLS, request bodies (see `http`).
 
 pub(crate) mod conn;
+pub(crate) mod date;
 pub(crate) mod http;
 pub(crate) mod stats;
 pub(crate) mod sys;

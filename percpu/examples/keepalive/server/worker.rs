@@ -8,7 +8,8 @@
 //! 3. Fired timers close their connections (idle: the keep-alive timeout; header: a request head
 //!    that took too long) before socket events are handled: a timeout that expired before this
 //!    turn is not undone by data that arrived during it.
-//! 4. Socket events: accept, read and answer requests, write responses.
+//! 4. The cached `Date` header text is refreshed (formatted again only when the second changed).
+//! 5. Socket events: accept, read and answer requests, write responses.
 //!
 //! Timers per connection (both on this core's base, so no reset ever crosses cores):
 //! - idle: armed at accept, re-armed with `reset_after` whenever a read completes at least one
@@ -41,6 +42,7 @@ use tickwheel_percpu::Base;
 
 use super::StartError;
 use super::conn::{Armed, Conn, Key, Slab, TimerKind, TimerToken};
+use super::date::{DATE_LEN, DateCache};
 use super::http::{self, Outcome, Status};
 use super::stats::{CoreReport, Count, Counters};
 use super::sys::{self, Epoll, Event, HANG_UP, READABLE, StopFlag, WRITABLE};
@@ -126,6 +128,7 @@ struct Worker {
     idle_lateness: Vec<Duration>,
     header_lateness: Vec<Duration>,
     closed_at_shutdown: usize,
+    date: DateCache,
     scratch: Vec<u8>,
     events: Vec<Event>,
     fired: Vec<TimerToken>,
@@ -155,6 +158,7 @@ impl Worker {
             idle_lateness: Vec::new(),
             header_lateness: Vec::new(),
             closed_at_shutdown: 0,
+            date: DateCache::new(),
             scratch: vec![0; READ_CHUNK],
             events: Vec::with_capacity(MAX_EVENTS),
             fired: Vec::new(),
@@ -166,6 +170,7 @@ impl Worker {
         loop {
             self.epoll.wait(&mut self.events, -1)?;
             self.fire_due_timers();
+            self.date.refresh();
             let mut stop = false;
             for i in 0..self.events.len() {
                 let Event { token, flags } = self.events[i];
@@ -254,7 +259,7 @@ impl Worker {
     /// Best effort: queue a final response and try one write; the connection closes right after.
     fn say_goodbye(&mut self, key: Key, status: Status) {
         if let Some(conn) = self.conns.get_mut(key) {
-            http::write_response(&mut conn.output, status, false, false);
+            http::write_response(&mut conn.output, status, false, false, self.date.text());
             let _ = (&conn.stream).write(conn.pending_output());
         }
     }
@@ -403,7 +408,7 @@ impl Worker {
         if conn.lingering {
             return; // discard: only the peer's close (or the linger timer) is awaited
         }
-        let outcome = take_requests(conn, &self.scratch[..n]);
+        let outcome = take_requests(conn, &self.scratch[..n], self.date.text());
         let partial = !conn.input.is_empty();
         self.counters.add(Count::Served, outcome.served);
         self.counters.add(Count::Rejected, outcome.rejected);
@@ -489,16 +494,16 @@ impl Worker {
 }
 
 /// Feeds newly read bytes to the parser, keeping any incomplete request in `conn.input`.
-fn take_requests(conn: &mut Conn, fresh: &[u8]) -> Outcome {
+fn take_requests(conn: &mut Conn, fresh: &[u8], date: &[u8; DATE_LEN]) -> Outcome {
     if conn.input.is_empty() {
-        let outcome = http::process(fresh, &mut conn.output);
+        let outcome = http::process(fresh, &mut conn.output, date);
         if !outcome.close {
             conn.input.extend_from_slice(&fresh[outcome.consumed..]);
         }
         return outcome;
     }
     conn.input.extend_from_slice(fresh);
-    let outcome = http::process(&conn.input, &mut conn.output);
+    let outcome = http::process(&conn.input, &mut conn.output, date);
     if outcome.close {
         conn.input.clear();
     } else {
