@@ -7,9 +7,9 @@
 
 use std::io;
 use std::mem;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
-use crate::server::sys::cvt;
+use crate::server::sys::{cvt, owned};
 
 /// A signalfd for SIGINT and SIGTERM.
 #[derive(Debug)]
@@ -41,10 +41,7 @@ impl Shutdown {
         }
         // SAFETY: `set` is initialised; -1 asks for a new descriptor.
         let fd = cvt(unsafe { libc::signalfd(-1, &set, libc::SFD_CLOEXEC) })?;
-        // SAFETY: `fd` was just returned by signalfd and is owned by nobody else.
-        Ok(Shutdown {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
+        Ok(Shutdown { fd: owned(fd) })
     }
 
     /// Blocks until SIGINT or SIGTERM arrives; returns the signal number.

@@ -24,7 +24,7 @@ pub(crate) fn cvt<T: Copy + PartialOrd + Default>(ret: T) -> io::Result<T> {
 }
 
 /// Wraps a descriptor freshly returned by the kernel so it is closed on drop.
-fn owned(fd: RawFd) -> OwnedFd {
+pub(crate) fn owned(fd: RawFd) -> OwnedFd {
     debug_assert!(fd >= 0, "owned() takes a valid descriptor, got {fd}");
     // SAFETY: `fd` was just returned by a successful syscall, so it is open and owned by nobody else.
     unsafe { OwnedFd::from_raw_fd(fd) }
