@@ -132,7 +132,7 @@ pub struct Config {
     pub clock: ClockSource,
     /// Most timers per base; also the size of its shared slot table. `None`: [`DEFAULT_SLOTS`].
     pub wheel_capacity: Option<usize>,
-    /// Inbox cells per base (rounded up to a power of two; default 4096). Also the number of free
+    /// Inbox cells per base (rounded up to a power of two, at least 2; default 4096). Also the number of free
     /// slots kept in reserve for remote schedules.
     pub inbox_capacity: usize,
 }
@@ -183,7 +183,7 @@ pub fn bases<T: Send + 'static>(n: usize, config: Config) -> io::Result<(Vec<Bas
         let wheel = match config.wheel_capacity {
             // The table bounds the wheel, so an unbounded wheel is never asked for more.
             None => Wheel::new(config.mode),
-            Some(cap) => Wheel::<base::Entry<T>>::builder(config.mode)
+            Some(cap) => Wheel::builder(config.mode)
                 .capacity(cap)
                 .build()
                 .map_err(|_| invalid("wheel configuration rejected"))?,

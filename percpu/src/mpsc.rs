@@ -1,7 +1,7 @@
 //! Bounded array queue with a sequence number per cell (after Dmitry Vyukov's bounded MPMC queue).
 //!
 //! # Model
-//! `capacity` cells (rounded up to a power of two) form a ring. Each cell carries `seq`, which says
+//! `capacity` cells (rounded up to a power of two, at least 2) form a ring. Each cell carries `seq`, which says
 //! whose turn it is: a producer holding position `pos` may write the cell when `seq == pos`; a
 //! consumer holding `pos` may read it when `seq == pos + 1`. After the read the consumer sets
 //! `seq = pos + capacity`, handing the cell to the producer one lap later. Producers claim a position
@@ -70,9 +70,12 @@ fn lap_distance(a: usize, b: usize) -> isize {
 }
 
 impl<T> Queue<T> {
-    /// A queue holding at least `capacity` values (rounded up to a power of two, minimum 1).
+    /// A queue holding at least `capacity` values (rounded up to a power of two, minimum 2).
+    ///
+    /// The minimum is 2 because with one cell "written, lap 0" and "free, lap 1" would both be
+    /// `seq == pos + 1`, and a producer could overwrite an unread value.
     pub fn new(capacity: usize) -> Self {
-        let len = capacity.max(1).next_power_of_two();
+        let len = capacity.max(2).next_power_of_two();
         let cells = (0..len)
             .map(|i| Cell {
                 seq: AtomicUsize::new(i),
@@ -211,7 +214,8 @@ mod tests {
 
     #[test]
     fn capacity_rounds_up() {
-        assert_eq!(Queue::<u8>::new(0).capacity(), 1);
+        assert_eq!(Queue::<u8>::new(0).capacity(), 2);
+        assert_eq!(Queue::<u8>::new(1).capacity(), 2);
         assert_eq!(Queue::<u8>::new(3).capacity(), 4);
         assert_eq!(Queue::<u8>::new(4096).capacity(), 4096);
     }
@@ -235,6 +239,17 @@ mod tests {
             }
             assert_eq!(q.len(), model.len());
         }
+    }
+
+    #[test]
+    fn capacity_one_request_never_overwrites() {
+        let q = Queue::new(1);
+        assert_eq!(q.push(1), Ok(()));
+        assert_eq!(q.push(2), Ok(()));
+        assert_eq!(q.push(3), Err(3));
+        assert_eq!(q.pop(), Some(1));
+        assert_eq!(q.pop(), Some(2));
+        assert_eq!(q.pop(), None);
     }
 
     #[test]
