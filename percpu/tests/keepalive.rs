@@ -419,8 +419,9 @@ fn asking_for_more_cores_than_exist_is_an_error() {
 #[test]
 fn built_in_load_keeps_every_invariant() {
     server::sys::raise_nofile_limit().expect("raise the open-file limit");
-    // Active clients pause at most half the idle timeout, leaving 300 ms for a busy machine.
-    let (idle, header) = (Duration::from_millis(600), Duration::from_millis(300));
+    // Active clients pause at most a quarter of the idle timeout, leaving 750 ms for a busy
+    // machine.
+    let (idle, header) = (Duration::from_millis(1000), Duration::from_millis(400));
     let server = start_with(idle, header, Mode::Coarse);
     let plan = load::Plan {
         addr: server.local_addr(),
@@ -428,7 +429,7 @@ fn built_in_load_keeps_every_invariant() {
         idle: 30,
         slow: 15,
         threads: 2,
-        duration: Duration::from_millis(2500),
+        duration: Duration::from_millis(3000),
         idle_timeout: idle,
         header_timeout: header,
     };
