@@ -6,8 +6,14 @@
 //! insert: there are no tombstones, and a reset-heavy load never grows the slab.
 //!
 //! Lists are doubly linked through `next`/`prev` indices with `NIL` as the end marker; only the
-//! head of each list is stored (in `heads`, indexed by bucket), so linking is a push-front and
-//! unlinking is O(1) given the entry, which records the bucket it is on.
+//! head of each list is stored, so linking is a push-front and unlinking is O(1) given the entry,
+//! which records the bucket it is on.
+//!
+//! Each bucket is `CHAINS` lists, an entry going on chain `index % CHAINS`. A list walk is a chain
+//! of dependent loads, one cache miss per timer once the slab outgrows the cache; walking the
+//! chains of a bucket in turn keeps `CHAINS` of those misses in flight at once, which is what
+//! makes firing and cascading a large bucket several times faster. The cost is `CHAINS` heads a
+//! bucket (16 bytes) and a look at all of them to tell whether a bucket is empty.
 //!
 //! Invariants:
 //! - an entry is occupied iff it is on exactly one bucket list, the one named by its `bucket`;
@@ -24,6 +30,22 @@ pub(crate) const NIL: u32 = u32::MAX;
 
 /// A list identifier: `level * 64 + slot` for wheel buckets, then the two special lists.
 pub(crate) type Bucket = u32;
+
+/// Lists per bucket; a power of two.
+const CHAINS: usize = 4;
+
+/// The chain of a bucket that entry `index` goes on, as an index into `heads`.
+#[inline]
+fn chain_of(bucket: Bucket, index: u32) -> usize {
+    bucket as usize * CHAINS + (index as usize & (CHAINS - 1))
+}
+
+/// A bucket's lists after [`Slab::take_list`]: its entries, walked chain by chain in turn.
+#[derive(Debug)]
+pub(crate) struct Detached {
+    chains: [u32; CHAINS],
+    turn: usize,
+}
 
 /// One slab entry.
 #[derive(Debug)]
@@ -56,8 +78,11 @@ impl<T> Timer<T> {
 #[derive(Debug)]
 pub(crate) struct Slab<T> {
     pub(crate) entries: Vec<Entry<T>>,
+    /// `CHAINS` list heads per bucket.
     heads: Vec<u32>,
     free_head: u32,
+    /// Rotates the chain that `pop_candidate` offers next.
+    cursor: usize,
     len: usize,
     /// Generation given to entries created by this slab; random per wheel.
     generation_seed: u32,
@@ -67,8 +92,9 @@ impl<T> Slab<T> {
     pub(crate) fn new(buckets: usize, capacity: usize, generation_seed: u32) -> Self {
         Slab {
             entries: Vec::with_capacity(capacity),
-            heads: vec![NIL; buckets],
+            heads: vec![NIL; buckets * CHAINS],
             free_head: NIL,
+            cursor: 0,
             len: 0,
             generation_seed,
         }
@@ -78,10 +104,27 @@ impl<T> Slab<T> {
         self.len
     }
 
-    /// The head of a bucket list, or `NIL`.
+    /// True if no timer is on `bucket`.
     #[inline]
-    pub(crate) fn head(&self, bucket: Bucket) -> u32 {
-        self.heads[bucket as usize]
+    pub(crate) fn is_empty(&self, bucket: Bucket) -> bool {
+        let first = bucket as usize * CHAINS;
+        self.heads[first..first + CHAINS]
+            .iter()
+            .all(|&head| head == NIL)
+    }
+
+    /// A timer on `bucket` to hand out next, or `NIL`; successive calls take the chains in turn.
+    #[inline]
+    pub(crate) fn pop_candidate(&mut self, bucket: Bucket) -> u32 {
+        let first = bucket as usize * CHAINS;
+        for _ in 0..CHAINS {
+            self.cursor = self.cursor.wrapping_add(1);
+            let head = self.heads[first + (self.cursor & (CHAINS - 1))];
+            if head != NIL {
+                return head;
+            }
+        }
+        NIL
     }
 
     /// The pending timer at `index` if `generation` matches.
@@ -118,12 +161,6 @@ impl<T> Slab<T> {
             .timer
             .as_mut()
             .expect("occupied entry")
-    }
-
-    /// Next entry on the same list as the occupied entry `index`.
-    #[inline]
-    pub(crate) fn next(&self, index: u32) -> u32 {
-        self.entries[index as usize].next
     }
 
     /// Stores a new timer on `bucket`; returns (index, generation, list was empty before).
@@ -196,10 +233,42 @@ impl<T> Slab<T> {
         (old, now_empty, was_empty)
     }
 
-    /// Detaches a whole list and returns its head; the entries keep their links to each other
-    /// but their `bucket` fields are stale until relinked or removed.
-    pub(crate) fn take_list(&mut self, bucket: Bucket) -> u32 {
-        std::mem::replace(&mut self.heads[bucket as usize], NIL)
+    /// Detaches every list of a bucket; the entries keep their links to each other but their
+    /// `bucket` fields are stale until each is relinked or removed. Walk them with
+    /// [`pop_detached`](Self::pop_detached).
+    pub(crate) fn take_list(&mut self, bucket: Bucket) -> Detached {
+        let first = bucket as usize * CHAINS;
+        let mut chains = [NIL; CHAINS];
+        chains.copy_from_slice(&self.heads[first..first + CHAINS]);
+        self.heads[first..first + CHAINS].fill(NIL);
+        Detached { chains, turn: 0 }
+    }
+
+    /// The next detached entry, from the chains in turn; the caller relinks or removes it before
+    /// asking for another.
+    pub(crate) fn pop_detached(&self, detached: &mut Detached) -> Option<u32> {
+        for _ in 0..CHAINS {
+            detached.turn = (detached.turn + 1) & (CHAINS - 1);
+            let index = detached.chains[detached.turn];
+            if index != NIL {
+                detached.chains[detached.turn] = self.entries[index as usize].next;
+                return Some(index);
+            }
+        }
+        None
+    }
+
+    /// Every entry on `bucket`, chain by chain; for checks in tests.
+    pub(crate) fn members(&self, bucket: Bucket) -> Vec<u32> {
+        let mut out = Vec::new();
+        for chain in 0..CHAINS {
+            let mut index = self.heads[bucket as usize * CHAINS + chain];
+            while index != NIL {
+                out.push(index);
+                index = self.entries[index as usize].next;
+            }
+        }
+        out
     }
 
     /// Links an entry that was detached by `take_list` onto `bucket`; returns whether that list
@@ -226,15 +295,18 @@ impl<T> Slab<T> {
         self.len = 0;
     }
 
+    /// Links `index` at the front of its chain of `bucket`; returns whether the bucket was empty.
     fn push_front(&mut self, bucket: Bucket, index: u32) -> bool {
-        let head = self.heads[bucket as usize];
+        let was_empty = self.is_empty(bucket);
+        let chain = chain_of(bucket, index);
+        let head = self.heads[chain];
         self.entries[index as usize].next = head;
         self.timer_mut(index).prev = NIL;
         if head != NIL {
             self.timer_mut(head).prev = index;
         }
-        self.heads[bucket as usize] = index;
-        head == NIL
+        self.heads[chain] = index;
+        was_empty
     }
 
     fn unlink(&mut self, index: u32) -> (Bucket, bool) {
@@ -242,15 +314,16 @@ impl<T> Slab<T> {
         let timer = self.timer(index);
         let (prev, bucket) = (timer.prev, timer.bucket());
         if prev == NIL {
-            debug_assert_eq!(self.heads[bucket as usize], index, "list head out of sync");
-            self.heads[bucket as usize] = next;
+            let chain = chain_of(bucket, index);
+            debug_assert_eq!(self.heads[chain], index, "list head out of sync");
+            self.heads[chain] = next;
         } else {
             self.entries[prev as usize].next = next;
         }
         if next != NIL {
             self.timer_mut(next).prev = prev;
         }
-        (bucket, self.heads[bucket as usize] == NIL)
+        (bucket, self.is_empty(bucket))
     }
 }
 
@@ -273,18 +346,40 @@ mod tests {
         let (a, ga, first) = slab.insert(0, 1, 'a').unwrap();
         let (b, _, _) = slab.insert(0, 2, 'b').unwrap();
         let (c, _, _) = slab.insert(0, 3, 'c').unwrap();
+        let (e, _, _) = slab.insert(0, 3, 'e').unwrap();
+        let (f, _, _) = slab.insert(0, 3, 'f').unwrap();
         assert!(first);
         assert_eq!(ga, 7);
-        assert_eq!(slab.head(0), c);
+        assert_eq!(slab.members(0), [f, a, b, c, e]);
         assert_eq!(slab.remove(b), ('b', 0, false));
-        assert_eq!(slab.next(c), a);
+        assert_eq!(slab.remove(f), ('f', 0, false));
+        assert_eq!(slab.remove(e), ('e', 0, false));
+        assert_eq!(slab.members(0), [a, c]);
         assert_eq!(slab.relink(a, 1, 9), (0, false, true));
         assert_eq!(slab.remove(c), ('c', 0, true));
         assert_eq!(slab.len(), 1);
         // The freed entries are reused, newest first, with a bumped generation.
         let (d, gd, _) = slab.insert(1, 4, 'd').unwrap();
         assert_eq!((d, gd), (c, 8));
+        assert_eq!(slab.members(1), [a, d]);
         assert!(slab.get(c, 7).is_none());
         assert_eq!(slab.get(d, 8).map(|t| t.expiry), Some(4));
+    }
+
+    #[test]
+    fn detached_chains_are_walked_in_turn() {
+        let mut slab = Slab::new(2, 0, 0);
+        let ids: Vec<u32> = (0..9).map(|i| slab.insert(0, i, i).unwrap().0).collect();
+        let mut detached = slab.take_list(0);
+        assert!(slab.is_empty(0));
+        let mut order = Vec::new();
+        while let Some(index) = slab.pop_detached(&mut detached) {
+            order.push(index);
+            slab.push_detached(1, index, 0);
+        }
+        assert_eq!(order, [5, 6, 7, 8, 1, 2, 3, 4, 0]);
+        let mut members = slab.members(1);
+        members.sort();
+        assert_eq!(members, ids);
     }
 }

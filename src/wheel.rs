@@ -222,12 +222,13 @@ impl<T> Wheel<T> {
             return None;
         }
         loop {
-            let due = self.slab.head(self.due_bucket());
+            let due = self.slab.pop_candidate(self.due_bucket());
             if due != NIL {
                 return Some(self.fire(due));
             }
             if let Some(bucket) = self.first_frozen() {
-                return Some(self.fire(self.slab.head(bucket)));
+                let index = self.slab.pop_candidate(bucket);
+                return Some(self.fire(index));
             }
             match self.next_event() {
                 Some((at, event)) if at <= now => match self.mode {
@@ -263,7 +264,7 @@ impl<T> Wheel<T> {
     /// After a drain to `now` it is `> now`. In Coarse mode it is the earliest bucket's expiry
     /// exactly; in Exact mode a higher level reports the start of its earliest slot.
     pub fn next_expiry(&self) -> Option<u64> {
-        if self.slab.head(self.due_bucket()) != NIL || self.first_frozen().is_some() {
+        if !self.slab.is_empty(self.due_bucket()) || self.first_frozen().is_some() {
             return Some(self.clock);
         }
         let wheel = self.next_wheel_event().map(|(at, _)| at);
@@ -388,13 +389,11 @@ impl<T> Wheel<T> {
     /// timer of a later window.
     fn thaw(&mut self, bucket: Bucket) {
         let due = self.due_bucket();
-        let mut index = self.slab.take_list(bucket);
+        let mut detached = self.slab.take_list(bucket);
         self.note_unlinked(bucket, true);
-        while index != NIL {
-            let next = self.slab.next(index);
+        while let Some(index) = self.slab.pop_detached(&mut detached) {
             let expiry = self.slab.timer(index).expiry;
             self.slab.push_detached(due, index, expiry);
-            index = next;
         }
     }
 
@@ -407,7 +406,7 @@ impl<T> Wheel<T> {
     }
 
     fn has_overflow(&self) -> bool {
-        self.slab.head(self.overflow_bucket()) != NIL
+        !self.slab.is_empty(self.overflow_bucket())
     }
 
     /// Keeps bitmaps and the overflow bound in step after a timer joined `bucket`.
@@ -575,9 +574,8 @@ impl<T> Wheel<T> {
     /// Exact mode: re-places every timer of a slot relative to the clock (the slot's start).
     fn cascade(&mut self, bucket: Bucket) {
         self.note_unlinked(bucket, true);
-        let mut index = self.slab.take_list(bucket);
-        while index != NIL {
-            let next = self.slab.next(index);
+        let mut detached = self.slab.take_list(bucket);
+        while let Some(index) = self.slab.pop_detached(&mut detached) {
             let expiry = self.slab.timer(index).expiry;
             let (to, placed) = self.place(expiry);
             debug_assert!(to < bucket || to == self.due_bucket(), "cascade goes down");
@@ -585,17 +583,15 @@ impl<T> Wheel<T> {
             let was_empty = self.slab.push_detached(to, index, placed);
             self.note_linked(to, was_empty, placed);
             self.stats.cascades += 1;
-            index = next;
         }
     }
 
     /// Places every overflow timer that is now in range; recomputes the bound of the rest.
     fn sweep(&mut self) {
         let overflow = self.overflow_bucket();
-        let mut index = self.slab.take_list(overflow);
+        let mut detached = self.slab.take_list(overflow);
         let mut bound = u64::MAX;
-        while index != NIL {
-            let next = self.slab.next(index);
+        while let Some(index) = self.slab.pop_detached(&mut detached) {
             let expiry = self.slab.timer(index).expiry;
             let (to, placed) = self.locate(expiry);
             debug_assert!(
@@ -609,7 +605,6 @@ impl<T> Wheel<T> {
                 self.note_linked(to, was_empty, expiry);
                 self.stats.cascades += 1;
             }
-            index = next;
         }
         self.overflow_bound = bound;
     }
@@ -620,15 +615,15 @@ impl<T> Wheel<T> {
     pub fn check_invariants(&self) {
         let mut seen = 0;
         for bucket in 0..(self.levels * SLOTS + 2) as Bucket {
-            let mut index = self.slab.head(bucket);
+            let members = self.slab.members(bucket);
             let level = bucket as usize / SLOTS;
             if level < self.levels {
                 let bit = self.occupied[level] >> (bucket as usize % SLOTS) & 1 == 1;
-                assert_eq!(bit, index != NIL, "bitmap of bucket {bucket}");
+                assert_eq!(bit, !members.is_empty(), "bitmap of bucket {bucket}");
                 let frozen = self.frozen[level] >> (bucket as usize % SLOTS) & 1 == 1;
                 assert!(!frozen || bit, "frozen bucket {bucket} is occupied");
             }
-            while index != NIL {
+            for index in members {
                 seen += 1;
                 let timer = self.slab.timer(index);
                 assert_eq!(timer.bucket(), bucket, "entry {index} records its bucket");
@@ -639,7 +634,6 @@ impl<T> Wheel<T> {
                 } else if level < self.levels {
                     self.check_placement(level, bucket, timer.expiry);
                 }
-                index = self.slab.next(index);
             }
         }
         assert_eq!(seen, self.slab.len(), "every pending timer is on one list");
