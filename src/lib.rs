@@ -19,7 +19,10 @@
 //! in which its deadline differs from the clock; when the clock reaches the start of a slot on a
 //! higher level, the slot's timers cascade down, at most `levels - 1` times each. A timer fires in
 //! the first poll whose `now` reaches its deadline, and timers leave a drain in non-decreasing
-//! deadline order. Given up: cascading costs work on long timers that do expire.
+//! deadline order. A reset to a later deadline, the keepalive refresh, only rewrites the expiry:
+//! the timer stays in its slot and is placed again when that slot comes due, as tokio's driver
+//! does. Given up: cascading (and that re-placing) costs work on long timers that do expire, and
+//! [`Wheel::next_expiry`] may name a slot's start rather than a deadline.
 //!
 //! Levels for a 1 ms tick (the default is 6 levels, up to 11 cover every `u64`):
 //!
@@ -166,6 +169,9 @@ pub struct Stats {
     pub resets: u64,
     /// Resets that stayed in their bucket and only rewrote the expiry.
     pub resets_in_place: u64,
+    /// Exact resets to a later deadline that only rewrote the expiry; the timer is placed again
+    /// when its old slot comes due (counted in `cascades` then).
+    pub resets_deferred: u64,
     /// Timers moved down a level (Exact) or out of the overflow list (both modes).
     pub cascades: u64,
 }

@@ -23,7 +23,9 @@
 //! - Every timer in a wheel bucket has `expiry >= clock`.
 //! - Exact: a timer on level `n` shares every digit above `n` with `clock`, and its digit `n` is
 //!   not below clock's. So the lowest non-empty level holds the earliest event, and timers leave
-//!   a drain in non-decreasing expiry order. Each cascade lowers a level: at most `levels - 1`.
+//!   a drain in non-decreasing expiry order. Each cascade lowers a level: at most `levels - 1`
+//!   per placement. A reset to a later deadline leaves the timer where it is (its slot then comes
+//!   due no later than the timer), and the drain places it again when the slot comes due.
 //! - Coarse: a timer's bucket never changes once placed (no cascading). On level `n` the occupied
 //!   bucket `i` stands for the unique granule `g` in `[ceil(clock / 8^n), ceil(clock / 8^n) + 63]`
 //!   with `g % 64 == i`; insertion keeps every timer inside that window (`delay < 63 * 8^n`).
@@ -170,13 +172,24 @@ impl<T> Wheel<T> {
     /// When the new expiry falls in the timer's current bucket, only the expiry changes.
     #[inline]
     pub fn reset(&mut self, id: TimerId, deadline: u64) -> bool {
-        if self.slab.get(id.index, id.generation).is_none() {
+        let Some(timer) = self.slab.get(id.index, id.generation) else {
             return false;
+        };
+        self.stats.resets += 1;
+        if self.mode == Mode::Exact
+            && deadline >= timer.expiry
+            && (timer.bucket() as usize) < self.levels * SLOTS
+        {
+            // A later deadline (the keepalive refresh) only rewrites the expiry: the timer stays
+            // in its slot, which now comes due early, and the drain places it again then. One
+            // entry touched instead of three.
+            self.slab.timer_mut(id.index).expiry = deadline;
+            self.stats.resets_deferred += 1;
+            return true;
         }
         // Locate first: thawing a frozen bucket may move this very timer to `DUE`.
         let (bucket, expiry) = self.locate(deadline);
         let old_bucket = self.slab.timer(id.index).bucket();
-        self.stats.resets += 1;
         if bucket == old_bucket {
             self.slab.timer_mut(id.index).expiry = expiry;
             if bucket == self.overflow_bucket() {
@@ -228,6 +241,11 @@ impl<T> Wheel<T> {
             }
             if let Some(bucket) = self.first_frozen() {
                 let index = self.slab.pop_candidate(bucket);
+                if self.slab.timer(index).expiry > self.clock {
+                    // Exact: re-armed to a later deadline after it was placed.
+                    self.place_again(index);
+                    continue;
+                }
                 return Some(self.fire(index));
             }
             match self.next_event() {
@@ -571,14 +589,24 @@ impl<T> Wheel<T> {
             .saturating_sub(level_span_ticks(self.levels - 1) / 2)
     }
 
+    /// Exact mode: moves a timer whose expiry was pushed back by `reset` to where it now belongs.
+    fn place_again(&mut self, index: u32) {
+        let expiry = self.slab.timer(index).expiry;
+        let (to, placed) = self.place(expiry);
+        let (from, now_empty, was_empty) = self.slab.relink(index, to, placed);
+        self.note_unlinked(from, now_empty);
+        self.note_linked(to, was_empty, placed);
+        self.stats.cascades += 1;
+    }
+
     /// Exact mode: re-places every timer of a slot relative to the clock (the slot's start).
     fn cascade(&mut self, bucket: Bucket) {
         self.note_unlinked(bucket, true);
         let mut detached = self.slab.take_list(bucket);
         while let Some(index) = self.slab.pop_detached(&mut detached) {
             let expiry = self.slab.timer(index).expiry;
+            // Down a level at least, unless `reset` pushed the expiry past this slot.
             let (to, placed) = self.place(expiry);
-            debug_assert!(to < bucket || to == self.due_bucket(), "cascade goes down");
             debug_assert_eq!(placed, expiry, "Exact expiry is fixed");
             let was_empty = self.slab.push_detached(to, index, placed);
             self.note_linked(to, was_empty, placed);
@@ -648,10 +676,16 @@ impl<T> Wheel<T> {
         let slot = bucket as usize % SLOTS;
         match self.mode {
             Mode::Exact => {
-                assert_eq!(slot_for(expiry, level), slot, "Exact slot of {expiry}");
+                // The slot is not behind the clock, and comes due no later than its timers
+                // (later only for a timer whose expiry `reset` pushed back).
                 assert!(
-                    level_for(self.clock, expiry) == level
-                        || slot_start(self.clock, level, slot) <= self.clock
+                    slot >= slot_for(self.clock, level),
+                    "Exact slot {slot} behind the clock"
+                );
+                let start = slot_start(self.clock, level, slot);
+                assert!(
+                    expiry >= start,
+                    "Exact timer at {expiry} in the slot starting {start}"
                 );
             }
             Mode::Coarse => {

@@ -190,3 +190,25 @@ fn clear_drops_everything_and_stales_every_id() {
     let id = wheel.insert(5, 5).unwrap();
     assert_eq!(wheel.drain(10).collect::<Vec<_>>(), vec![(id, 5)]);
 }
+
+#[test]
+fn an_exact_reset_to_a_later_deadline_is_deferred_and_still_exact() {
+    let mut wheel = Wheel::new(Mode::Exact);
+    let id = wheel.insert(100, 'k').unwrap();
+    // Keepalive refreshes: each pushes the deadline later and leaves the timer in its slot.
+    for deadline in [150, 5_000, 300_000] {
+        assert!(wheel.reset(id, deadline));
+        assert_eq!(wheel.expiry(id), Some(deadline));
+    }
+    assert_eq!(wheel.stats().resets_deferred, 3);
+    // The old slot comes due first and only moves the timer; it fires on its last deadline.
+    assert!(wheel.next_expiry().unwrap() <= 100);
+    assert_eq!(wheel.poll(299_999), None);
+    assert!(wheel.stats().cascades >= 1);
+    assert_eq!(wheel.poll(300_000), Some((id, 'k')));
+    // An earlier deadline moves the timer at once.
+    let id = wheel.insert(400_000, 'e').unwrap();
+    assert!(wheel.reset(id, 300_010));
+    assert_eq!(wheel.stats().resets_deferred, 3);
+    assert_eq!(wheel.poll(300_010), Some((id, 'e')));
+}
