@@ -136,10 +136,10 @@ pub struct Refresh {
     pub delay: u32,
 }
 
-/// The refresh plan for `n` timers.
-pub fn refresh_plan(n: usize, seed: u64) -> Vec<Refresh> {
+/// A plan of `count` refreshes over `n` timers.
+pub fn refresh_plan(n: usize, count: usize, seed: u64) -> Vec<Refresh> {
     let mut rng = SplitMix64::new(seed ^ 0x5eed);
-    (0..refresh_count(n))
+    (0..count)
         .map(|_| Refresh {
             victim: rng.below(n as u64) as u32,
             delay: rng.between(KEEP_MIN, KEEP_MAX) as u32,
@@ -206,8 +206,10 @@ fn cancel<Q: Timers>(mut q: Q, n: usize, seed: u64) -> Outcome {
 fn reset<Q: Timers>(mut q: Q, n: usize, seed: u64) -> Outcome {
     let deadlines = keepalive_deadlines(n, seed);
     let mut ids = populate(&mut q, &deadlines);
-    let plan = refresh_plan(n, seed);
-    let (elapsed, checksum) = timed(&mut q, |q| keepalive_phase(q, &mut ids, &plan));
+    let plan = refresh_plan(n, refresh_count(n), seed);
+    let (elapsed, checksum) = timed(&mut q, |q| {
+        keepalive_phase(q, &mut ids, &plan, RESETS_PER_TICK)
+    });
     assert_eq!(q.len(), n);
     Outcome {
         elapsed,
@@ -216,12 +218,21 @@ fn reset<Q: Timers>(mut q: Q, n: usize, seed: u64) -> Outcome {
     }
 }
 
-/// Applies `plan`, moving the clock one tick per [`RESETS_PER_TICK`] refreshes; returns the
-/// number of timers that fired (zero when the plan is built by [`refresh_plan`]).
-pub fn keepalive_phase<Q: Timers>(q: &mut Q, ids: &mut [Q::Id], plan: &[Refresh]) -> u64 {
+/// Applies `plan` from tick 0, moving the clock one tick per `per_tick` refreshes; the plan must
+/// end before [`KEEP_MIN`] ticks, so that nothing fires.
+pub fn keepalive_phase<Q: Timers>(
+    q: &mut Q,
+    ids: &mut [Q::Id],
+    plan: &[Refresh],
+    per_tick: usize,
+) -> u64 {
+    assert!(
+        (plan.len().div_ceil(per_tick) as u64) < KEEP_MIN,
+        "plan too long for its clock"
+    );
     let mut fired = 0u64;
     let mut now = 0u64;
-    for chunk in plan.chunks(RESETS_PER_TICK) {
+    for chunk in plan.chunks(per_tick) {
         now += 1;
         q.advance(now, &mut |_| fired += 1);
         for r in chunk {
@@ -312,7 +323,8 @@ mod tests {
     fn refresh_plan_keeps_the_clock_before_the_first_keepalive_deadline() {
         let ticks = refresh_count(usize::MAX).div_ceil(RESETS_PER_TICK) as u64;
         assert!(ticks < KEEP_MIN, "{ticks} ticks");
-        let plan = refresh_plan(1_000, 3);
+        let plan = refresh_plan(1_000, 500, 3);
+        assert_eq!(plan.len(), 500);
         assert!(
             plan.iter()
                 .all(|r| r.victim < 1_000 && u64::from(r.delay) >= KEEP_MIN)

@@ -2,8 +2,10 @@
 //!
 //! The queue needs a tokio timer to exist (it arms a `Sleep` for its next deadline), so the adapter
 //! owns a current-thread runtime with time paused; tick `t` is `start + t` milliseconds. Moving the
-//! clock costs nothing until something is due: the queue's wheel only turns when polled, exactly as
-//! in a real task that is woken by its `Sleep`. When something is due the adapter advances tokio's
+//! clock costs nothing until something may be due: the queue's wheel only turns when polled, as in
+//! a real task that its `Sleep` wakes. The adapter keeps a lower bound on the earliest deadline
+//! (lowered by every arm, recomputed after each drain) in place of the `Sleep`, because the public
+//! `peek` walks a whole wheel slot and would dominate the run. When something is due the adapter advances tokio's
 //! paused clock and drains `poll_expired` inside `tokio::task::unconstrained`, since tokio's
 //! cooperative budget would otherwise stop the drain after about 128 items.
 
@@ -24,6 +26,8 @@ pub struct TokioDelayQueue {
     queue: DelayQueue<u64>,
     start: Instant,
     now: u64,
+    /// No armed timer is due before this tick.
+    due_from: u64,
 }
 
 impl Default for TokioDelayQueue {
@@ -49,6 +53,7 @@ impl TokioDelayQueue {
             queue,
             start,
             now: 0,
+            due_from: u64::MAX,
         }
     }
 
@@ -65,6 +70,7 @@ impl Timers for TokioDelayQueue {
     type Id = Key;
 
     fn insert(&mut self, deadline: u64, value: u64) -> Key {
+        self.due_from = self.due_from.min(deadline);
         self.queue.insert_at(value, self.instant_of(deadline))
     }
 
@@ -75,20 +81,17 @@ impl Timers for TokioDelayQueue {
     fn reset(&mut self, id: &mut Key, deadline: u64) -> bool {
         // `reset_at` panics on a vacant key; the workloads only re-arm armed timers, and a slab key
         // has no generation to tell a reused one apart, so this check is all DelayQueue offers.
+        self.due_from = self.due_from.min(deadline);
         self.queue.reset_at(id, self.instant_of(deadline));
         true
     }
 
     fn advance(&mut self, now: u64, fired: &mut impl FnMut(u64)) {
         self.now = self.now.max(now);
-        let target = self.instant_of(self.now);
-        if self
-            .queue
-            .peek()
-            .is_none_or(|k| self.queue.deadline(&k) > target)
-        {
+        if self.due_from > self.now {
             return;
         }
+        let target = self.instant_of(self.now);
         let queue = &mut self.queue;
         self.rt.block_on(tokio::task::unconstrained(async move {
             let behind = target.saturating_duration_since(Instant::now());
@@ -103,6 +106,10 @@ impl Timers for TokioDelayQueue {
             })
             .await;
         }));
+        self.due_from = match self.queue.peek() {
+            Some(key) => self.tick_of(self.queue.deadline(&key)),
+            None => u64::MAX,
+        };
     }
 
     fn next_expiry(&mut self) -> Option<u64> {
