@@ -1,0 +1,290 @@
+//! Timer storage: a slab of entries threaded onto intrusive, index-linked lists.
+//!
+//! Each entry is 32 bytes for a `u64` payload: generation and the `next` link (4 + 4 bytes) sit
+//! outside an `Option` whose `None` costs nothing, because the bucket field is a `NonZeroU32`. A
+//! vacant entry reuses `next` as the free-list link, so freed memory is reused by the very next
+//! insert: there are no tombstones, and a reset-heavy load never grows the slab.
+//!
+//! Lists are doubly linked through `next`/`prev` indices with `NIL` as the end marker; only the
+//! head of each list is stored (in `heads`, indexed by bucket), so linking is a push-front and
+//! unlinking is O(1) given the entry, which records the bucket it is on.
+//!
+//! Invariants:
+//! - an entry is occupied iff it is on exactly one bucket list, the one named by its `bucket`;
+//! - an entry is vacant iff it is on the free list;
+//! - a bucket's bit is set in `occupied` (per level) iff its list is non-empty (`wheel.rs` keeps
+//!   the bitmaps, this file reports when a list becomes empty or non-empty).
+//!
+//! Given up: indices are `u32`, so one wheel holds at most `u32::MAX - 1` timers.
+
+use std::num::NonZeroU32;
+
+/// End of a list, and "no entry".
+pub(crate) const NIL: u32 = u32::MAX;
+
+/// A list identifier: `level * 64 + slot` for wheel buckets, then the two special lists.
+pub(crate) type Bucket = u32;
+
+/// One slab entry.
+#[derive(Debug)]
+pub(crate) struct Entry<T> {
+    /// Bumped every time the entry is freed; a `TimerId` must match it.
+    pub(crate) generation: u32,
+    /// Next entry on the bucket list (occupied) or on the free list (vacant).
+    next: u32,
+    pub(crate) timer: Option<Timer<T>>,
+}
+
+/// The part of an entry that exists only while a timer is pending.
+#[derive(Debug)]
+pub(crate) struct Timer<T> {
+    /// The tick the timer fires at (its deadline in Exact mode, rounded up in Coarse mode).
+    pub(crate) expiry: u64,
+    pub(crate) value: T,
+    prev: u32,
+    /// `bucket + 1`, so that `Option<Timer<T>>` needs no tag of its own.
+    bucket_plus_one: NonZeroU32,
+}
+
+impl<T> Timer<T> {
+    pub(crate) fn bucket(&self) -> Bucket {
+        self.bucket_plus_one.get() - 1
+    }
+}
+
+/// Entries, the free list and the heads of all bucket lists.
+#[derive(Debug)]
+pub(crate) struct Slab<T> {
+    pub(crate) entries: Vec<Entry<T>>,
+    heads: Vec<u32>,
+    free_head: u32,
+    len: usize,
+    /// Generation given to entries created by this slab; random per wheel.
+    generation_seed: u32,
+}
+
+impl<T> Slab<T> {
+    pub(crate) fn new(buckets: usize, capacity: usize, generation_seed: u32) -> Self {
+        Slab {
+            entries: Vec::with_capacity(capacity),
+            heads: vec![NIL; buckets],
+            free_head: NIL,
+            len: 0,
+            generation_seed,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The head of a bucket list, or `NIL`.
+    #[inline]
+    pub(crate) fn head(&self, bucket: Bucket) -> u32 {
+        self.heads[bucket as usize]
+    }
+
+    /// The pending timer at `index` if `generation` matches.
+    #[inline]
+    pub(crate) fn get(&self, index: u32, generation: u32) -> Option<&Timer<T>> {
+        let entry = self.entries.get(index as usize)?;
+        if entry.generation != generation {
+            return None;
+        }
+        entry.timer.as_ref()
+    }
+
+    #[inline]
+    pub(crate) fn get_mut(&mut self, index: u32, generation: u32) -> Option<&mut Timer<T>> {
+        let entry = self.entries.get_mut(index as usize)?;
+        if entry.generation != generation {
+            return None;
+        }
+        entry.timer.as_mut()
+    }
+
+    /// The pending timer at `index`, which the caller knows is occupied.
+    #[inline]
+    pub(crate) fn timer(&self, index: u32) -> &Timer<T> {
+        self.entries[index as usize]
+            .timer
+            .as_ref()
+            .expect("occupied entry")
+    }
+
+    #[inline]
+    pub(crate) fn timer_mut(&mut self, index: u32) -> &mut Timer<T> {
+        self.entries[index as usize]
+            .timer
+            .as_mut()
+            .expect("occupied entry")
+    }
+
+    /// Next entry on the same list as the occupied entry `index`.
+    #[inline]
+    pub(crate) fn next(&self, index: u32) -> u32 {
+        self.entries[index as usize].next
+    }
+
+    /// Stores a new timer on `bucket`; returns (index, generation, list was empty before).
+    /// The caller has checked capacity; `None` only when `u32` indices are exhausted.
+    #[inline]
+    pub(crate) fn insert(
+        &mut self,
+        bucket: Bucket,
+        expiry: u64,
+        value: T,
+    ) -> Option<(u32, u32, bool)> {
+        let timer = Timer {
+            expiry,
+            value,
+            prev: NIL,
+            bucket_plus_one: plus_one(bucket),
+        };
+        let index = if self.free_head != NIL {
+            let index = self.free_head;
+            let entry = &mut self.entries[index as usize];
+            self.free_head = entry.next;
+            entry.timer = Some(timer);
+            index
+        } else {
+            let index = u32::try_from(self.entries.len())
+                .ok()
+                .filter(|&i| i != NIL)?;
+            self.entries.push(Entry {
+                generation: self.generation_seed,
+                next: NIL,
+                timer: Some(timer),
+            });
+            index
+        };
+        self.len += 1;
+        let was_empty = self.push_front(bucket, index);
+        Some((index, self.entries[index as usize].generation, was_empty))
+    }
+
+    /// Takes the timer at `index` off its list and frees the entry. Returns the timer's value and
+    /// whether its list became empty.
+    #[inline]
+    pub(crate) fn remove(&mut self, index: u32) -> (T, Bucket, bool) {
+        let (bucket, now_empty) = self.unlink(index);
+        let entry = &mut self.entries[index as usize];
+        let timer = entry.timer.take().expect("occupied entry");
+        // Wrapping is deliberate: an id aliases a new timer only after exactly 2^32 reuses of
+        // the same entry while the stale id is still held.
+        entry.generation = entry.generation.wrapping_add(1);
+        entry.next = self.free_head;
+        self.free_head = index;
+        self.len -= 1;
+        (timer.value, bucket, now_empty)
+    }
+
+    /// Moves the occupied entry `index` to `bucket` with a new expiry. Returns (old bucket, old
+    /// list became empty, new list was empty).
+    #[inline]
+    pub(crate) fn relink(
+        &mut self,
+        index: u32,
+        bucket: Bucket,
+        expiry: u64,
+    ) -> (Bucket, bool, bool) {
+        let (old, now_empty) = self.unlink(index);
+        let timer = self.timer_mut(index);
+        timer.expiry = expiry;
+        timer.bucket_plus_one = plus_one(bucket);
+        let was_empty = self.push_front(bucket, index);
+        (old, now_empty, was_empty)
+    }
+
+    /// Detaches a whole list and returns its head; the entries keep their links to each other
+    /// but their `bucket` fields are stale until relinked or removed.
+    pub(crate) fn take_list(&mut self, bucket: Bucket) -> u32 {
+        std::mem::replace(&mut self.heads[bucket as usize], NIL)
+    }
+
+    /// Links an entry that was detached by `take_list` onto `bucket`; returns whether that list
+    /// was empty before.
+    pub(crate) fn push_detached(&mut self, bucket: Bucket, index: u32, expiry: u64) -> bool {
+        let timer = self.timer_mut(index);
+        timer.expiry = expiry;
+        timer.bucket_plus_one = plus_one(bucket);
+        self.push_front(bucket, index)
+    }
+
+    /// Drops every timer and forgets every entry; generations are bumped so old ids stay stale.
+    pub(crate) fn clear(&mut self) {
+        self.heads.fill(NIL);
+        self.free_head = NIL;
+        for index in (0..self.entries.len()).rev() {
+            let entry = &mut self.entries[index];
+            if entry.timer.take().is_some() {
+                entry.generation = entry.generation.wrapping_add(1);
+            }
+            entry.next = self.free_head;
+            self.free_head = index as u32;
+        }
+        self.len = 0;
+    }
+
+    fn push_front(&mut self, bucket: Bucket, index: u32) -> bool {
+        let head = self.heads[bucket as usize];
+        self.entries[index as usize].next = head;
+        self.timer_mut(index).prev = NIL;
+        if head != NIL {
+            self.timer_mut(head).prev = index;
+        }
+        self.heads[bucket as usize] = index;
+        head == NIL
+    }
+
+    fn unlink(&mut self, index: u32) -> (Bucket, bool) {
+        let next = self.entries[index as usize].next;
+        let timer = self.timer(index);
+        let (prev, bucket) = (timer.prev, timer.bucket());
+        if prev == NIL {
+            debug_assert_eq!(self.heads[bucket as usize], index, "list head out of sync");
+            self.heads[bucket as usize] = next;
+        } else {
+            self.entries[prev as usize].next = next;
+        }
+        if next != NIL {
+            self.timer_mut(next).prev = prev;
+        }
+        (bucket, self.heads[bucket as usize] == NIL)
+    }
+}
+
+fn plus_one(bucket: Bucket) -> NonZeroU32 {
+    NonZeroU32::new(bucket + 1).expect("bucket index below u32::MAX")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_is_32_bytes_for_a_u64_payload() {
+        assert_eq!(std::mem::size_of::<Entry<u64>>(), 32);
+    }
+
+    #[test]
+    fn lists_link_and_unlink_in_o1() {
+        let mut slab = Slab::new(2, 0, 7);
+        let (a, ga, first) = slab.insert(0, 1, 'a').unwrap();
+        let (b, _, _) = slab.insert(0, 2, 'b').unwrap();
+        let (c, _, _) = slab.insert(0, 3, 'c').unwrap();
+        assert!(first);
+        assert_eq!(ga, 7);
+        assert_eq!(slab.head(0), c);
+        assert_eq!(slab.remove(b), ('b', 0, false));
+        assert_eq!(slab.next(c), a);
+        assert_eq!(slab.relink(a, 1, 9), (0, false, true));
+        assert_eq!(slab.remove(c), ('c', 0, true));
+        assert_eq!(slab.len(), 1);
+        // The freed entries are reused, newest first, with a bumped generation.
+        let (d, gd, _) = slab.insert(1, 4, 'd').unwrap();
+        assert_eq!((d, gd), (c, 8));
+        assert!(slab.get(c, 7).is_none());
+        assert_eq!(slab.get(d, 8).map(|t| t.expiry), Some(4));
+    }
+}

@@ -1,0 +1,705 @@
+//! The wheel: levels of buckets over the slab, a clock, and the drain that moves the clock.
+//!
+//! ## Model
+//! `clock` is the last tick the wheel has been advanced to. Every pending timer is on exactly one
+//! list (`slab.rs`): a wheel bucket (`level * 64 + slot`), `DUE` (expiry already reached), or
+//! `OVERFLOW` (beyond the top level). Per level, one `u64` says which buckets are non-empty.
+//!
+//! A bucket whose expiry the clock has reached is *frozen* (a second bitmap): its timers are
+//! handed out one by one straight from its list, so firing touches each timer once.
+//! `poll(now)` pops `DUE`, then a frozen bucket, and otherwise moves the clock:
+//! - Exact goes event by event, in time order: the earliest occupied slot is frozen (level 0) or
+//!   cascaded (higher levels), the overflow list swept at the start of its top-level block, and
+//!   `clock` set to each event's tick. This keeps the drain in expiry order.
+//! - Coarse has no order to keep, so it sets `clock = now` at once and freezes every bucket whose
+//!   expiry is `<= now` on every level, then sweeps the overflow list if it is near. A timer
+//!   inserted during the drain with a deadline `<= now` is then simply due.
+//!
+//! Either way the next bucket is found from the bitmaps in O(levels), so a jump of any length
+//! costs O(occupied buckets + timers moved), never O(ticks).
+//!
+//! ## Invariants (checked by `check_invariants` and debug assertions)
+//! - Never early: a timer fires only when `clock >= expiry`, and `expiry >= deadline`.
+//! - Every timer in a wheel bucket has `expiry >= clock`.
+//! - Exact: a timer on level `n` shares every digit above `n` with `clock`, and its digit `n` is
+//!   not below clock's. So the lowest non-empty level holds the earliest event, and timers leave
+//!   a drain in non-decreasing expiry order. Each cascade lowers a level: at most `levels - 1`.
+//! - Coarse: a timer's bucket never changes once placed (no cascading). On level `n` the occupied
+//!   bucket `i` stands for the unique granule `g` in `[ceil(clock / 8^n), ceil(clock / 8^n) + 63]`
+//!   with `g % 64 == i`; insertion keeps every timer inside that window (`delay < 63 * 8^n`).
+//! - A frozen bucket has `expiry <= clock` and is not in any window; in Coarse mode a new timer
+//!   whose bucket index collides with a frozen bucket thaws it first (moves its timers to `DUE`).
+//! - `OVERFLOW` timers are out of range of the top level; `overflow_bound` is a lower bound of
+//!   their expiries. They are swept into the wheel when the clock gets near that bound.
+//!
+//! ## Given up
+//! - Exact `next_expiry` reports a slot's start on levels above 0 (the wheel wakes to cascade),
+//!   so a caller sleeping until it may find nothing due; Coarse reports exact bucket expiries.
+//! - After an overflow timer is cancelled, `overflow_bound` may be stale (too early) until the
+//!   next sweep; the sweep that finds nothing costs one walk of the overflow list.
+//! - A sweep walks the whole overflow list. It is meant for rare, very long timers.
+
+use crate::geometry::{
+    self, SLOT_BITS, SLOT_MASK, SLOTS, granularity_shift, granules_ceil, granules_to_tick,
+    level_for, level_for_delay, level_span_ticks, round_up, slot_for, slot_start, top_block_start,
+};
+use crate::slab::{Bucket, NIL, Slab};
+use crate::{Builder, Full, Mode, Stats, TimerId};
+
+/// Highest number of levels either mode supports.
+pub(crate) const MAX_LEVELS: usize = geometry::COARSE_MAX_LEVELS;
+
+/// What the drain does next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Event {
+    /// Every timer on the bucket is due: hand them out one by one.
+    Fire(Bucket),
+    /// Exact mode: move every timer on the slot one or more levels down.
+    Cascade(Bucket),
+    /// Place the overflow timers that are now in range.
+    Sweep,
+}
+
+/// A hierarchical timing wheel holding timers with payloads of type `T`.
+///
+/// See the [crate documentation](crate) for the two modes and their level tables.
+///
+/// ```
+/// use tickwheel::{Mode, Wheel};
+///
+/// let mut wheel = Wheel::new(Mode::Exact);
+/// let a = wheel.insert(10, "a").unwrap();
+/// let b = wheel.insert(20, "b").unwrap();
+/// assert!(wheel.reset(b, 5));
+/// assert_eq!(wheel.cancel(a), Some("a"));
+/// assert_eq!(wheel.next_expiry(), Some(5));
+/// assert_eq!(wheel.poll(4), None);
+/// assert_eq!(wheel.poll(5), Some((b, "b")));
+/// assert!(wheel.is_empty());
+/// ```
+#[derive(Debug)]
+pub struct Wheel<T> {
+    mode: Mode,
+    levels: usize,
+    clock: u64,
+    slab: Slab<T>,
+    /// Bit `s` of `occupied[n]` is set iff bucket `n * 64 + s` is non-empty.
+    occupied: [u64; MAX_LEVELS],
+    /// Bit `s` of `frozen[n]` is set iff bucket `n * 64 + s` is non-empty and due.
+    frozen: [u64; MAX_LEVELS],
+    /// Lower bound of the expiries on the overflow list (meaningful only when it is non-empty).
+    overflow_bound: u64,
+    capacity: Option<usize>,
+    stats: Stats,
+    /// Expiry of the last timer fired, to check the order invariant in debug builds.
+    #[cfg(debug_assertions)]
+    last_fired: u64,
+}
+
+impl Wheel<()> {
+    /// A builder to choose levels, capacity and the starting tick; the payload type is chosen by
+    /// [`Builder::build`].
+    pub fn builder(mode: Mode) -> Builder {
+        Builder::new(mode)
+    }
+}
+
+impl<T> Wheel<T> {
+    /// An unbounded wheel in `mode` with the default number of levels, its clock at tick 0.
+    pub fn new(mode: Mode) -> Self {
+        Builder::new(mode)
+            .build()
+            .expect("default geometry is valid")
+    }
+
+    pub(crate) fn from_parts(
+        mode: Mode,
+        levels: usize,
+        capacity: Option<usize>,
+        start: u64,
+        generation_seed: u32,
+    ) -> Self {
+        let buckets = levels * SLOTS + 2;
+        let reserve = capacity.unwrap_or(0);
+        Wheel {
+            mode,
+            levels,
+            clock: start,
+            slab: Slab::new(buckets, reserve, generation_seed),
+            occupied: [0; MAX_LEVELS],
+            frozen: [0; MAX_LEVELS],
+            overflow_bound: u64::MAX,
+            capacity,
+            stats: Stats::default(),
+            #[cfg(debug_assertions)]
+            last_fired: start,
+        }
+    }
+
+    /// Adds a timer that expires at tick `deadline` and returns its id.
+    ///
+    /// Any deadline is accepted: one at or before [`now`](Self::now) is due at once (its expiry
+    /// is `now()`), one beyond the top level waits on the overflow list. On a bounded wheel that
+    /// is full, the value is handed back in [`Full`].
+    #[inline]
+    pub fn insert(&mut self, deadline: u64, value: T) -> Result<TimerId, Full<T>> {
+        if self.capacity.is_some_and(|cap| self.slab.len() >= cap) {
+            return Err(Full(value));
+        }
+        let (bucket, expiry) = self.locate(deadline);
+        let Some((index, generation, was_empty)) = self.slab.insert(bucket, expiry, value) else {
+            unreachable!("u32 index space exhausted before capacity was reached");
+        };
+        self.note_linked(bucket, was_empty, expiry);
+        self.stats.inserted += 1;
+        Ok(TimerId { index, generation })
+    }
+
+    /// Removes a pending timer and returns its value; `None` if `id` is stale or foreign.
+    #[inline]
+    pub fn cancel(&mut self, id: TimerId) -> Option<T> {
+        self.slab.get(id.index, id.generation)?;
+        let (value, bucket, now_empty) = self.slab.remove(id.index);
+        self.note_unlinked(bucket, now_empty);
+        self.stats.cancelled += 1;
+        Some(value)
+    }
+
+    /// Moves a pending timer to a new deadline; `false` if `id` is stale or foreign.
+    ///
+    /// When the new expiry falls in the timer's current bucket, only the expiry changes.
+    #[inline]
+    pub fn reset(&mut self, id: TimerId, deadline: u64) -> bool {
+        if self.slab.get(id.index, id.generation).is_none() {
+            return false;
+        }
+        // Locate first: thawing a frozen bucket may move this very timer to `DUE`.
+        let (bucket, expiry) = self.locate(deadline);
+        let old_bucket = self.slab.timer(id.index).bucket();
+        self.stats.resets += 1;
+        if bucket == old_bucket {
+            self.slab.timer_mut(id.index).expiry = expiry;
+            if bucket == self.overflow_bucket() {
+                self.overflow_bound = self.overflow_bound.min(expiry);
+            }
+            self.stats.resets_in_place += 1;
+            return true;
+        }
+        let (old, now_empty, was_empty) = self.slab.relink(id.index, bucket, expiry);
+        self.note_unlinked(old, now_empty);
+        self.note_linked(bucket, was_empty, expiry);
+        true
+    }
+
+    /// The tick a pending timer fires at; `None` if `id` is stale or foreign.
+    #[inline]
+    pub fn expiry(&self, id: TimerId) -> Option<u64> {
+        self.slab
+            .get(id.index, id.generation)
+            .map(|timer| timer.expiry)
+    }
+
+    /// A shared reference to a pending timer's value.
+    pub fn get(&self, id: TimerId) -> Option<&T> {
+        self.slab
+            .get(id.index, id.generation)
+            .map(|timer| &timer.value)
+    }
+
+    /// A mutable reference to a pending timer's value.
+    pub fn get_mut(&mut self, id: TimerId) -> Option<&mut T> {
+        self.slab
+            .get_mut(id.index, id.generation)
+            .map(|timer| &mut timer.value)
+    }
+
+    /// Advances the clock towards `now` and returns one timer whose expiry is `<= now`.
+    ///
+    /// Returns `None` once nothing more is due; the clock then reads `max(now(), now)`. The clock
+    /// never goes back: a `now` below [`now()`](Self::now) returns `None` and changes nothing.
+    pub fn poll(&mut self, now: u64) -> Option<(TimerId, T)> {
+        if now < self.clock {
+            return None;
+        }
+        loop {
+            let due = self.slab.head(self.due_bucket());
+            if due != NIL {
+                return Some(self.fire(due));
+            }
+            if let Some(bucket) = self.first_frozen() {
+                return Some(self.fire(self.slab.head(bucket)));
+            }
+            match self.next_event() {
+                Some((at, event)) if at <= now => match self.mode {
+                    Mode::Exact => {
+                        self.clock = self.clock.max(at);
+                        match event {
+                            Event::Fire(bucket) => self.freeze(bucket),
+                            Event::Cascade(bucket) => self.cascade(bucket),
+                            Event::Sweep => self.sweep(),
+                        }
+                    }
+                    Mode::Coarse => self.advance_coarse(now),
+                },
+                _ => {
+                    self.clock = now;
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// An iterator over every timer due at `now`, in the order [`poll`](Self::poll) gives them.
+    ///
+    /// Timers inserted while draining with a deadline `<= now` come out of the same drain.
+    /// Dropping the iterator early leaves the rest pending.
+    pub fn drain(&mut self, now: u64) -> Drain<'_, T> {
+        Drain { wheel: self, now }
+    }
+
+    /// A tick at which something may be due, never later than the earliest pending expiry;
+    /// `None` if the wheel is empty. O(levels).
+    ///
+    /// After a drain to `now` it is `> now`. In Coarse mode it is the earliest bucket's expiry
+    /// exactly; in Exact mode a higher level reports the start of its earliest slot.
+    pub fn next_expiry(&self) -> Option<u64> {
+        if self.slab.head(self.due_bucket()) != NIL || self.first_frozen().is_some() {
+            return Some(self.clock);
+        }
+        let wheel = self.next_wheel_event().map(|(at, _)| at);
+        let overflow = self.has_overflow().then_some(self.overflow_bound);
+        match (wheel, overflow) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The wheel's clock: the tick it has been advanced to.
+    pub fn now(&self) -> u64 {
+        self.clock
+    }
+
+    /// The number of pending timers.
+    pub fn len(&self) -> usize {
+        self.slab.len()
+    }
+
+    /// True if no timer is pending.
+    pub fn is_empty(&self) -> bool {
+        self.slab.len() == 0
+    }
+
+    /// The most timers the wheel holds at once, if it is bounded.
+    pub fn capacity(&self) -> Option<usize> {
+        self.capacity
+    }
+
+    /// The wheel's mode.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The number of levels below the overflow list.
+    pub fn levels(&self) -> usize {
+        self.levels
+    }
+
+    /// Counters since the wheel was built.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// Drops every pending timer; the clock and the counters stay, every old id becomes stale.
+    pub fn clear(&mut self) {
+        self.slab.clear();
+        self.occupied = [0; MAX_LEVELS];
+        self.frozen = [0; MAX_LEVELS];
+        self.overflow_bound = u64::MAX;
+    }
+
+    // ---- placement ------------------------------------------------------------------------
+
+    /// The bucket and expiry of a timer with `deadline`, seen from the current clock.
+    #[inline]
+    fn place(&self, deadline: u64) -> (Bucket, u64) {
+        if deadline <= self.clock {
+            return (self.due_bucket(), self.clock);
+        }
+        let placed = match self.mode {
+            Mode::Exact => {
+                let level = level_for(self.clock, deadline);
+                if level >= self.levels {
+                    return (self.overflow_bucket(), deadline);
+                }
+                (wheel_bucket(level, slot_for(deadline, level)), deadline)
+            }
+            Mode::Coarse => {
+                let level = level_for_delay(deadline - self.clock);
+                if level >= self.levels {
+                    let top = granularity_shift(self.levels - 1);
+                    return (self.overflow_bucket(), round_up(deadline, top));
+                }
+                let shift = granularity_shift(level);
+                let granule = granules_ceil(deadline, shift);
+                let slot = (granule & SLOT_MASK) as usize;
+                (wheel_bucket(level, slot), granules_to_tick(granule, shift))
+            }
+        };
+        debug_assert!(
+            placed.1 >= deadline,
+            "never early: {deadline} placed at {placed:?}"
+        );
+        placed
+    }
+
+    /// `place`, and in Coarse mode, thaws a frozen bucket the timer would collide with.
+    #[inline]
+    fn locate(&mut self, deadline: u64) -> (Bucket, u64) {
+        let (bucket, expiry) = self.place(deadline);
+        if self.is_frozen(bucket) {
+            debug_assert_eq!(
+                self.mode,
+                Mode::Coarse,
+                "Exact never places into a due slot"
+            );
+            self.thaw(bucket);
+        }
+        (bucket, expiry)
+    }
+
+    fn is_frozen(&self, bucket: Bucket) -> bool {
+        let (level, slot) = (bucket as usize >> SLOT_BITS, bucket as usize & (SLOTS - 1));
+        level < self.levels && self.frozen[level] >> slot & 1 == 1
+    }
+
+    fn first_frozen(&self) -> Option<Bucket> {
+        let (level, bits) = self.frozen[..self.levels]
+            .iter()
+            .enumerate()
+            .find(|(_, bits)| **bits != 0)?;
+        Some(wheel_bucket(level, bits.trailing_zeros() as usize))
+    }
+
+    fn freeze(&mut self, bucket: Bucket) {
+        self.frozen[bucket as usize >> SLOT_BITS] |= 1 << (bucket as usize & (SLOTS - 1));
+    }
+
+    /// Moves a frozen bucket's timers to `DUE`, keeping their expiries, so the bucket can take a
+    /// timer of a later window.
+    fn thaw(&mut self, bucket: Bucket) {
+        let due = self.due_bucket();
+        let mut index = self.slab.take_list(bucket);
+        self.note_unlinked(bucket, true);
+        while index != NIL {
+            let next = self.slab.next(index);
+            let expiry = self.slab.timer(index).expiry;
+            self.slab.push_detached(due, index, expiry);
+            index = next;
+        }
+    }
+
+    fn due_bucket(&self) -> Bucket {
+        (self.levels * SLOTS) as Bucket
+    }
+
+    fn overflow_bucket(&self) -> Bucket {
+        (self.levels * SLOTS + 1) as Bucket
+    }
+
+    fn has_overflow(&self) -> bool {
+        self.slab.head(self.overflow_bucket()) != NIL
+    }
+
+    /// Keeps bitmaps and the overflow bound in step after a timer joined `bucket`.
+    #[inline]
+    fn note_linked(&mut self, bucket: Bucket, was_empty: bool, expiry: u64) {
+        if (bucket as usize) < self.levels * SLOTS {
+            if was_empty {
+                self.occupied[bucket as usize >> SLOT_BITS] |= 1 << (bucket as usize & (SLOTS - 1));
+            }
+        } else if bucket == self.overflow_bucket() {
+            self.overflow_bound = if was_empty {
+                expiry
+            } else {
+                self.overflow_bound.min(expiry)
+            };
+        }
+    }
+
+    /// Keeps bitmaps in step after a timer left `bucket`.
+    #[inline]
+    fn note_unlinked(&mut self, bucket: Bucket, now_empty: bool) {
+        if now_empty && (bucket as usize) < self.levels * SLOTS {
+            let (level, bit) = (
+                bucket as usize >> SLOT_BITS,
+                1 << (bucket as usize & (SLOTS - 1)),
+            );
+            self.occupied[level] &= !bit;
+            self.frozen[level] &= !bit;
+        }
+    }
+
+    // ---- the drain ------------------------------------------------------------------------
+
+    fn fire(&mut self, index: u32) -> (TimerId, T) {
+        let generation = self.slab.entries[index as usize].generation;
+        let expiry = self.slab.timer(index).expiry;
+        debug_assert!(
+            expiry <= self.clock,
+            "never early: expiry {expiry} at clock {}",
+            self.clock
+        );
+        #[cfg(debug_assertions)]
+        {
+            if self.mode == Mode::Exact {
+                let last = self.last_fired;
+                debug_assert!(expiry >= last, "Exact order: {expiry} after {last}");
+            }
+            self.last_fired = expiry;
+        }
+        let (value, bucket, now_empty) = self.slab.remove(index);
+        self.note_unlinked(bucket, now_empty);
+        self.stats.fired += 1;
+        (TimerId { index, generation }, value)
+    }
+
+    /// The earliest event, if any.
+    fn next_event(&self) -> Option<(u64, Event)> {
+        let wheel = self.next_wheel_event();
+        if !self.has_overflow() {
+            return wheel;
+        }
+        let sweep_at = match self.mode {
+            Mode::Exact => top_block_start(self.overflow_bound, self.levels),
+            Mode::Coarse => self.coarse_sweep_tick(),
+        }
+        .max(self.clock);
+        match wheel {
+            Some((at, event)) if at <= sweep_at => Some((at, event)),
+            _ => Some((sweep_at, Event::Sweep)),
+        }
+    }
+
+    /// The earliest bucket to fire or cascade, from the bitmaps.
+    fn next_wheel_event(&self) -> Option<(u64, Event)> {
+        match self.mode {
+            Mode::Exact => self.next_exact_event(),
+            Mode::Coarse => self.next_coarse_event(),
+        }
+    }
+
+    fn next_exact_event(&self) -> Option<(u64, Event)> {
+        let (level, occupied) = self.occupied[..self.levels]
+            .iter()
+            .enumerate()
+            .find(|(_, bits)| **bits != 0)?;
+        let clock_digit = slot_for(self.clock, level);
+        debug_assert_eq!(
+            occupied & ((1u64 << clock_digit) - 1),
+            0,
+            "Exact level {level} has a slot behind the clock {}",
+            self.clock
+        );
+        let slot = (occupied >> clock_digit).trailing_zeros() as usize + clock_digit;
+        let at = slot_start(self.clock, level, slot);
+        let bucket = wheel_bucket(level, slot);
+        Some((
+            at,
+            if level == 0 {
+                Event::Fire(bucket)
+            } else {
+                Event::Cascade(bucket)
+            },
+        ))
+    }
+
+    fn next_coarse_event(&self) -> Option<(u64, Event)> {
+        let mut best: Option<(u64, Event)> = None;
+        for level in 0..self.levels {
+            let occupied = self.occupied[level] & !self.frozen[level];
+            if occupied == 0 {
+                continue;
+            }
+            let shift = granularity_shift(level);
+            let first_granule = granules_ceil(self.clock, shift);
+            let offset = occupied
+                .rotate_right((first_granule & 63) as u32)
+                .trailing_zeros();
+            let at = granules_to_tick(first_granule + u64::from(offset), shift);
+            if best.is_none_or(|(earliest, _)| at < earliest) {
+                let slot = ((first_granule + u64::from(offset)) & 63) as usize;
+                best = Some((at, Event::Fire(wheel_bucket(level, slot))));
+            }
+        }
+        best
+    }
+
+    /// Coarse mode: moves the clock to `now`, freezing every bucket whose expiry it reaches.
+    fn advance_coarse(&mut self, now: u64) {
+        for level in 0..self.levels {
+            let shift = granularity_shift(level);
+            let first_granule = granules_ceil(self.clock, shift);
+            // The last granule whose tick is `<= now`; at `u64::MAX` that includes the granule
+            // whose tick saturates to `u64::MAX`.
+            let last_granule = if now == u64::MAX {
+                granules_ceil(now, shift)
+            } else {
+                now >> shift
+            };
+            if last_granule < first_granule {
+                continue;
+            }
+            let rotation = (first_granule & 63) as u32;
+            let reached = last_granule - first_granule;
+            let window = if reached >= 63 {
+                u64::MAX
+            } else {
+                (2u64 << reached) - 1
+            };
+            let live = self.occupied[level] & !self.frozen[level];
+            self.frozen[level] |= (live.rotate_right(rotation) & window).rotate_left(rotation);
+        }
+        self.clock = now;
+        if self.has_overflow() && self.coarse_sweep_tick() <= now {
+            self.sweep();
+        }
+    }
+
+    fn coarse_sweep_tick(&self) -> u64 {
+        // Half the top level's span early: every sweep then places at least the earliest
+        // timer, and the next sweep is at least half a span later.
+        self.overflow_bound
+            .saturating_sub(level_span_ticks(self.levels - 1) / 2)
+    }
+
+    /// Exact mode: re-places every timer of a slot relative to the clock (the slot's start).
+    fn cascade(&mut self, bucket: Bucket) {
+        self.note_unlinked(bucket, true);
+        let mut index = self.slab.take_list(bucket);
+        while index != NIL {
+            let next = self.slab.next(index);
+            let expiry = self.slab.timer(index).expiry;
+            let (to, placed) = self.place(expiry);
+            debug_assert!(to < bucket || to == self.due_bucket(), "cascade goes down");
+            debug_assert_eq!(placed, expiry, "Exact expiry is fixed");
+            let was_empty = self.slab.push_detached(to, index, placed);
+            self.note_linked(to, was_empty, placed);
+            self.stats.cascades += 1;
+            index = next;
+        }
+    }
+
+    /// Places every overflow timer that is now in range; recomputes the bound of the rest.
+    fn sweep(&mut self) {
+        let overflow = self.overflow_bucket();
+        let mut index = self.slab.take_list(overflow);
+        let mut bound = u64::MAX;
+        while index != NIL {
+            let next = self.slab.next(index);
+            let expiry = self.slab.timer(index).expiry;
+            let (to, placed) = self.locate(expiry);
+            debug_assert!(
+                placed == expiry || to == self.due_bucket(),
+                "overflow keeps its expiry"
+            );
+            let was_empty = self.slab.push_detached(to, index, expiry);
+            if to == overflow {
+                bound = bound.min(expiry);
+            } else {
+                self.note_linked(to, was_empty, expiry);
+                self.stats.cascades += 1;
+            }
+            index = next;
+        }
+        self.overflow_bound = bound;
+    }
+
+    /// Walks every list and panics with a description if an invariant does not hold. O(timers);
+    /// meant for tests.
+    #[doc(hidden)]
+    pub fn check_invariants(&self) {
+        let mut seen = 0;
+        for bucket in 0..(self.levels * SLOTS + 2) as Bucket {
+            let mut index = self.slab.head(bucket);
+            let level = bucket as usize / SLOTS;
+            if level < self.levels {
+                let bit = self.occupied[level] >> (bucket as usize % SLOTS) & 1 == 1;
+                assert_eq!(bit, index != NIL, "bitmap of bucket {bucket}");
+                let frozen = self.frozen[level] >> (bucket as usize % SLOTS) & 1 == 1;
+                assert!(!frozen || bit, "frozen bucket {bucket} is occupied");
+            }
+            while index != NIL {
+                seen += 1;
+                let timer = self.slab.timer(index);
+                assert_eq!(timer.bucket(), bucket, "entry {index} records its bucket");
+                if bucket == self.overflow_bucket() {
+                    assert!(timer.expiry >= self.overflow_bound, "overflow bound");
+                } else if level < self.levels && self.is_frozen(bucket) {
+                    assert!(timer.expiry <= self.clock, "frozen bucket {bucket} is due");
+                } else if level < self.levels {
+                    self.check_placement(level, bucket, timer.expiry);
+                }
+                index = self.slab.next(index);
+            }
+        }
+        assert_eq!(seen, self.slab.len(), "every pending timer is on one list");
+    }
+
+    fn check_placement(&self, level: usize, bucket: Bucket, expiry: u64) {
+        assert!(
+            expiry >= self.clock,
+            "bucket {bucket}: expiry {expiry} behind clock {}",
+            self.clock
+        );
+        let slot = bucket as usize % SLOTS;
+        match self.mode {
+            Mode::Exact => {
+                assert_eq!(slot_for(expiry, level), slot, "Exact slot of {expiry}");
+                assert!(
+                    level_for(self.clock, expiry) == level
+                        || slot_start(self.clock, level, slot) <= self.clock
+                );
+            }
+            Mode::Coarse => {
+                let shift = granularity_shift(level);
+                assert_eq!(
+                    geometry::bucket_for(expiry, level),
+                    slot,
+                    "Coarse bucket of {expiry}"
+                );
+                let granule = granules_ceil(expiry, shift);
+                let first = granules_ceil(self.clock, shift);
+                assert!(
+                    granule - first < SLOTS as u64,
+                    "Coarse window at level {level}"
+                );
+            }
+        }
+    }
+}
+
+impl<T> Default for Wheel<T> {
+    /// An unbounded Coarse wheel: the mode most servers want for timeouts.
+    fn default() -> Self {
+        Wheel::new(Mode::Coarse)
+    }
+}
+
+fn wheel_bucket(level: usize, slot: usize) -> Bucket {
+    (level * SLOTS + slot) as Bucket
+}
+
+/// The iterator returned by [`Wheel::drain`].
+#[derive(Debug)]
+pub struct Drain<'a, T> {
+    wheel: &'a mut Wheel<T>,
+    now: u64,
+}
+
+impl<T> Iterator for Drain<'_, T> {
+    type Item = (TimerId, T);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.wheel.poll(self.now)
+    }
+}

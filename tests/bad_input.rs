@@ -1,0 +1,192 @@
+//! Bad input gets a clear answer and loses nothing: stale and foreign ids, a full wheel, a clock
+//! that goes back, deadlines in the past and at the end of time.
+
+use tickwheel::{Mode, TimerId, Wheel};
+
+const MODES: [Mode; 2] = [Mode::Exact, Mode::Coarse];
+
+#[test]
+fn stale_ids_do_nothing_and_never_touch_the_new_timer() {
+    for mode in MODES {
+        let mut wheel = Wheel::new(mode);
+        let fired = wheel.insert(5, 'f').unwrap();
+        let cancelled = wheel.insert(500, 'c').unwrap();
+        assert_eq!(wheel.cancel(cancelled), Some('c'));
+        assert_eq!(wheel.poll(5), Some((fired, 'f')));
+        // Both slab entries are reused by the next inserts.
+        let a = wheel.insert(1_000, 'a').unwrap();
+        let b = wheel.insert(1_000, 'b').unwrap();
+        for stale in [fired, cancelled] {
+            assert_eq!(wheel.cancel(stale), None, "{mode:?}");
+            assert!(!wheel.reset(stale, 10));
+            assert_eq!(wheel.expiry(stale), None);
+            assert_eq!(wheel.get(stale), None);
+        }
+        assert_eq!(wheel.len(), 2);
+        let mut out: Vec<_> = wheel.drain(u64::MAX).collect();
+        out.sort_by_key(|(_, v)| *v);
+        assert_eq!(out, vec![(a, 'a'), (b, 'b')]);
+    }
+}
+
+#[test]
+fn ids_from_another_wheel_are_rejected() {
+    for mode in MODES {
+        let mut mine = Wheel::new(mode);
+        let mut other = Wheel::new(mode);
+        let id = mine.insert(100, 1u64).unwrap();
+        let foreign = other.insert(100, 2u64).unwrap();
+        // Same slab index in both wheels; the per-wheel generation seed tells them apart.
+        assert_ne!(id, foreign);
+        assert_eq!(mine.cancel(foreign), None);
+        assert!(!mine.reset(foreign, 5));
+        assert_eq!(mine.expiry(foreign), None);
+        assert_eq!(mine.len(), 1);
+        assert_eq!(mine.cancel(id), Some(1));
+    }
+}
+
+#[test]
+fn arbitrary_bits_are_just_a_stale_id() {
+    let mut wheel = Wheel::new(Mode::Coarse);
+    let id = wheel.insert(10, ()).unwrap();
+    assert_eq!(TimerId::from_bits(id.to_bits()), id);
+    for bits in [0, u64::MAX, id.to_bits() ^ (1 << 40), id.to_bits() + 1] {
+        assert_eq!(wheel.cancel(TimerId::from_bits(bits)), None);
+    }
+    assert_eq!(wheel.len(), 1);
+}
+
+#[test]
+fn a_full_wheel_hands_the_value_back_and_recovers() {
+    for mode in MODES {
+        let mut wheel = Wheel::builder(mode).capacity(3).build().unwrap();
+        let ids: Vec<_> = (0..3)
+            .map(|i| wheel.insert(10 + i, vec![i]).unwrap())
+            .collect();
+        let err = wheel.insert(20, vec![99]).unwrap_err();
+        assert_eq!(err.to_string(), "the timer wheel is at capacity");
+        assert_eq!(err.into_inner(), vec![99]);
+        assert_eq!(wheel.len(), 3);
+        assert_eq!(wheel.cancel(ids[1]), Some(vec![1]));
+        assert!(wheel.insert(20, vec![3]).is_ok());
+        assert_eq!(wheel.drain(u64::MAX).count(), 3);
+    }
+}
+
+#[test]
+fn the_clock_never_goes_back() {
+    for mode in MODES {
+        let mut wheel = Wheel::builder(mode).start(1_000).build().unwrap();
+        let id = wheel.insert(1_010, ()).unwrap();
+        assert_eq!(wheel.poll(500), None);
+        assert_eq!(wheel.now(), 1_000);
+        assert_eq!(wheel.poll(1_005), None);
+        assert_eq!(wheel.poll(2), None);
+        assert_eq!(wheel.now(), 1_005);
+        assert_eq!(wheel.expiry(id), Some(1_010));
+        assert_eq!(wheel.poll(1_010), Some((id, ())));
+    }
+}
+
+#[test]
+fn past_deadlines_are_due_now_and_not_before_a_poll_that_reaches_now() {
+    for mode in MODES {
+        let mut wheel = Wheel::builder(mode).start(100).build().unwrap();
+        let id = wheel.insert(3, 'p').unwrap();
+        assert_eq!(wheel.expiry(id), Some(100));
+        assert_eq!(wheel.next_expiry(), Some(100));
+        assert_eq!(
+            wheel.poll(99),
+            None,
+            "a poll below the clock changes nothing"
+        );
+        assert_eq!(wheel.poll(100), Some((id, 'p')));
+    }
+}
+
+#[test]
+fn the_end_of_time_works_in_both_modes() {
+    for mode in MODES {
+        let mut wheel = Wheel::builder(mode).start(u64::MAX - 10).build().unwrap();
+        let max = wheel.insert(u64::MAX, "max").unwrap();
+        let near = wheel.insert(u64::MAX - 1, "near").unwrap();
+        assert_eq!(wheel.expiry(max), Some(u64::MAX));
+        assert!(wheel.expiry(near).unwrap() >= u64::MAX - 1);
+        assert_eq!(wheel.poll(u64::MAX - 2), None);
+        let mut out: Vec<_> = wheel.drain(u64::MAX).map(|(_, v)| v).collect();
+        out.sort();
+        assert_eq!(out, ["max", "near"]);
+        assert_eq!(wheel.now(), u64::MAX);
+        // At the end of time everything is due at once.
+        let late = wheel.insert(u64::MAX, "late").unwrap();
+        assert_eq!(wheel.poll(u64::MAX), Some((late, "late")));
+    }
+}
+
+#[test]
+fn far_timers_wait_on_the_overflow_list_and_fire_on_time() {
+    for mode in MODES {
+        let mut wheel = Wheel::new(mode);
+        let far = wheel.insert(1 << 50, 'f').unwrap();
+        let max = wheel.insert(u64::MAX, 'm').unwrap();
+        let expiry = wheel.expiry(far).unwrap();
+        assert!(expiry >= 1 << 50);
+        assert!(wheel.next_expiry().unwrap() <= expiry);
+        assert_eq!(wheel.poll(expiry - 1), None);
+        assert_eq!(wheel.poll(expiry), Some((far, 'f')));
+        assert_eq!(wheel.poll(u64::MAX - 1), None);
+        assert_eq!(wheel.poll(u64::MAX), Some((max, 'm')));
+    }
+}
+
+#[test]
+fn a_long_jump_moves_each_timer_at_most_levels_minus_one_times() {
+    for mode in MODES {
+        let mut wheel = Wheel::new(mode);
+        let levels = wheel.levels() as u64;
+        let n = 10_000u64;
+        for i in 0..n {
+            wheel.insert(i * 7_919 % (1 << 40) + (i << 20), i).unwrap();
+        }
+        assert_eq!(wheel.drain(1 << 42).count() as u64, n);
+        let stats = wheel.stats();
+        assert_eq!(stats.fired, n);
+        // Exact cascades a timer at most levels - 1 times plus one overflow placement; Coarse
+        // never cascades, only places overflow timers once.
+        let bound = if mode == Mode::Exact { n * levels } else { n };
+        assert!(
+            stats.cascades <= bound,
+            "{mode:?}: {} moves for {n} timers",
+            stats.cascades
+        );
+    }
+}
+
+#[test]
+fn a_reset_within_the_bucket_only_rewrites_the_expiry() {
+    let mut wheel = Wheel::new(Mode::Coarse);
+    let id = wheel.insert(5_000, ()).unwrap();
+    // Delay 5 000 lies on level 3 (granularity 512): these all round to 5 120.
+    for deadline in [4_700, 4_800, 5_100, 5_120] {
+        assert!(wheel.reset(id, deadline));
+        assert_eq!(wheel.expiry(id), Some(5_120));
+    }
+    assert_eq!(wheel.stats().resets_in_place, 4);
+    assert!(wheel.reset(id, 9_000));
+    assert_eq!(wheel.stats().resets_in_place, 4);
+}
+
+#[test]
+fn clear_drops_everything_and_stales_every_id() {
+    let mut wheel = Wheel::new(Mode::Exact);
+    let ids: Vec<_> = (0..100)
+        .map(|i| wheel.insert(i * 1_000, i).unwrap())
+        .collect();
+    wheel.clear();
+    assert!(wheel.is_empty());
+    assert_eq!(wheel.next_expiry(), None);
+    assert!(ids.iter().all(|&id| wheel.cancel(id).is_none()));
+    let id = wheel.insert(5, 5).unwrap();
+    assert_eq!(wheel.drain(10).collect::<Vec<_>>(), vec![(id, 5)]);
+}

@@ -1,0 +1,407 @@
+//! The wheel against a naive model: a hash map of pending timers with their expected expiries.
+//!
+//! Random operation sequences run side by side in both modes and many geometries: deadlines
+//! near, far, beyond the top level, in the past and next to `u64::MAX`; polls that step by one,
+//! jump by 2^40 and more, and land on `next_expiry()`; inserts, cancels and resets in the middle of
+//! a drain; stale ids. Every fire, cancel and reset result, `expiry`, `len` and `next_expiry` is
+//! checked, and Coarse slack against Linux's `calc_wheel_index` rounding.
+//!
+//! The model computes expiries with its own arithmetic (loops and `u128`), not the crate's.
+
+use std::collections::HashMap;
+
+use tickwheel::{Mode, TimerId, Wheel};
+
+/// splitmix64: small, seedable, good enough to drive a model test.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+/// What the model expects of a timer inserted at `clock` with `deadline`: (expiry, whether it
+/// starts beyond the top level).
+fn expected_expiry(mode: Mode, levels: usize, clock: u64, deadline: u64) -> (u64, bool) {
+    if deadline <= clock {
+        return (clock, false);
+    }
+    match mode {
+        Mode::Exact => {
+            let bits = 6 * levels as u32;
+            let block = |t: u64| if bits >= 64 { 0 } else { t >> bits };
+            (deadline, block(deadline) != block(clock))
+        }
+        Mode::Coarse => {
+            let delay = u128::from(deadline - clock);
+            let level = (0..levels).find(|&n| delay < 63u128 << (3 * n));
+            let shift = 3 * level.unwrap_or(levels - 1) as u32;
+            let granule = 1u128 << shift;
+            let rounded = u128::from(deadline).div_ceil(granule) * granule;
+            (rounded.min(u128::from(u64::MAX)) as u64, level.is_none())
+        }
+    }
+}
+
+/// Linux's bucket expiry for the same delay: `deadline + granule` rounded down.
+fn linux_expiry(levels: usize, clock: u64, deadline: u64) -> u128 {
+    let delay = u128::from(deadline.saturating_sub(clock));
+    let level = (0..levels)
+        .find(|&n| delay < 63u128 << (3 * n))
+        .unwrap_or(levels - 1);
+    let shift = 3 * level as u32;
+    ((u128::from(deadline) + (1u128 << shift)) >> shift) << shift
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    expiry: u64,
+    value: u64,
+    far: bool,
+}
+
+struct Harness {
+    rng: Rng,
+    wheel: Wheel<u64>,
+    model: HashMap<TimerId, Pending>,
+    ids: Vec<TimerId>,
+    dead: Vec<TimerId>,
+    next_value: u64,
+    ops: u64,
+}
+
+impl Harness {
+    fn new(seed: u64, mode: Mode) -> Self {
+        let mut rng = Rng(seed);
+        let max_levels = if mode == Mode::Exact { 11 } else { 20 };
+        let levels = match rng.below(4) {
+            0 => 1 + rng.below(3) as usize,
+            1 => 1 + rng.below(max_levels) as usize,
+            _ => Wheel::<u64>::new(mode).levels(),
+        };
+        let start = match rng.below(6) {
+            0 => rng.next(),
+            1 => u64::MAX - rng.below(1 << 20),
+            2 => rng.below(1 << 40),
+            _ => 0,
+        };
+        let wheel = Wheel::builder(mode)
+            .levels(levels)
+            .start(start)
+            .build()
+            .unwrap();
+        Harness {
+            rng,
+            wheel,
+            model: HashMap::new(),
+            ids: Vec::new(),
+            dead: Vec::new(),
+            next_value: 0,
+            ops: 0,
+        }
+    }
+
+    fn mode(&self) -> Mode {
+        self.wheel.mode()
+    }
+
+    fn deadline(&mut self) -> u64 {
+        let now = self.wheel.now();
+        let r = &mut self.rng;
+        match r.below(12) {
+            0 => now.saturating_sub(r.below(100)),
+            1 => now.saturating_add(r.below(64)),
+            2..=4 => now.saturating_add(r.below(5_000)),
+            5 | 6 => now.saturating_add(r.below(1 << 24)),
+            7 => now.saturating_add(r.below(1 << 36)),
+            8 => now.saturating_add(1u64 << (30 + r.below(33))),
+            9 => u64::MAX - r.below(1 << 10),
+            10 => u64::MAX,
+            _ => now.saturating_add(r.below(1 << 12)),
+        }
+    }
+
+    fn insert(&mut self) {
+        let deadline = self.deadline();
+        let clock = self.wheel.now();
+        let value = self.next_value;
+        self.next_value += 1;
+        let id = self.wheel.insert(deadline, value).expect("unbounded wheel");
+        self.expect_placed(id, clock, deadline);
+        self.model.insert(
+            id,
+            Pending {
+                expiry: self.wheel.expiry(id).unwrap(),
+                value,
+                far: false,
+            },
+        );
+        self.mark_far(id, clock, deadline);
+        self.ids.push(id);
+    }
+
+    /// Checks the expiry the wheel chose against the model's.
+    fn expect_placed(&self, id: TimerId, clock: u64, deadline: u64) {
+        let levels = self.wheel.levels();
+        let (expected, _) = expected_expiry(self.mode(), levels, clock, deadline);
+        let expiry = self.wheel.expiry(id).unwrap();
+        assert_eq!(
+            expiry,
+            expected,
+            "{:?} clock {clock} deadline {deadline}",
+            self.mode()
+        );
+        assert!(expiry >= deadline.min(clock.max(deadline)), "never early");
+        if self.mode() == Mode::Coarse && deadline > clock {
+            let linux = linux_expiry(levels, clock, deadline);
+            let (_, far) = expected_expiry(self.mode(), levels, clock, deadline);
+            if !far && linux <= u128::from(u64::MAX) {
+                assert!(
+                    u128::from(expiry) <= linux,
+                    "slack above Linux: {expiry} > {linux}"
+                );
+            }
+            if !far {
+                let slack = expiry - deadline;
+                assert!(
+                    slack as u128 * 63 <= u128::from(deadline - clock) * 8,
+                    "slack {slack}"
+                );
+            }
+        }
+    }
+
+    fn mark_far(&mut self, id: TimerId, clock: u64, deadline: u64) {
+        let (_, far) = expected_expiry(self.mode(), self.wheel.levels(), clock, deadline);
+        self.model.get_mut(&id).unwrap().far = far;
+    }
+
+    fn pick(&mut self) -> Option<TimerId> {
+        if self.rng.chance(15) && !self.dead.is_empty() {
+            let i = self.rng.below(self.dead.len() as u64) as usize;
+            return Some(self.dead[i]);
+        }
+        while !self.ids.is_empty() {
+            let i = self.rng.below(self.ids.len() as u64) as usize;
+            let id = self.ids[i];
+            if self.model.contains_key(&id) {
+                return Some(id);
+            }
+            self.ids.swap_remove(i);
+        }
+        None
+    }
+
+    fn cancel(&mut self) {
+        let Some(id) = self.pick() else { return };
+        let expected = self.model.remove(&id).map(|p| p.value);
+        assert_eq!(self.wheel.cancel(id), expected, "cancel {id:?}");
+        assert_eq!(self.wheel.expiry(id), None);
+        self.dead.push(id);
+    }
+
+    fn reset(&mut self) {
+        let Some(id) = self.pick() else { return };
+        let deadline = self.deadline();
+        let clock = self.wheel.now();
+        let live = self.model.contains_key(&id);
+        assert_eq!(self.wheel.reset(id, deadline), live, "reset {id:?}");
+        if live {
+            self.expect_placed(id, clock, deadline);
+            self.model.get_mut(&id).unwrap().expiry = self.wheel.expiry(id).unwrap();
+            self.mark_far(id, clock, deadline);
+        } else {
+            assert_eq!(self.wheel.expiry(id), None, "stale id stays stale");
+        }
+    }
+
+    fn poll_target(&mut self) -> u64 {
+        let now = self.wheel.now();
+        match self.rng.below(10) {
+            0 => now.saturating_sub(self.rng.below(10)),
+            1..=3 => now.saturating_add(1),
+            4 | 5 => now.saturating_add(self.rng.below(600)),
+            6 => now.saturating_add(1u64 << (40 + self.rng.below(20))),
+            7 if self.rng.chance(10) => u64::MAX,
+            _ => self.wheel.next_expiry().unwrap_or(now.saturating_add(1)),
+        }
+    }
+
+    fn drain(&mut self) {
+        let target = self.poll_target();
+        let before = self.wheel.now();
+        let mut last_expiry = 0;
+        while let Some((id, value)) = self.wheel.poll(target) {
+            let pending = self.model.remove(&id).expect("fired a timer the model has");
+            assert_eq!(value, pending.value);
+            assert!(
+                pending.expiry <= target,
+                "fired early: expiry {} now {target}",
+                pending.expiry
+            );
+            if self.mode() == Mode::Exact {
+                assert!(pending.expiry >= last_expiry, "Exact order");
+            }
+            last_expiry = pending.expiry;
+            let clock = self.wheel.now();
+            assert!(
+                before <= clock && clock <= target,
+                "clock {clock} within the drain"
+            );
+            self.dead.push(id);
+            self.ops += 1;
+            if self.rng.chance(3) {
+                self.insert_during_drain(target);
+            }
+            if self.rng.chance(3) {
+                self.cancel();
+            }
+        }
+        assert_eq!(
+            self.wheel.now(),
+            before.max(target),
+            "clock after the drain"
+        );
+        if let Some((id, p)) = self.model.iter().find(|(_, p)| p.expiry <= target) {
+            panic!(
+                "{id:?} with expiry {} missed by the drain to {target}",
+                p.expiry
+            );
+        }
+        self.check_next_expiry(target >= before);
+    }
+
+    /// A timer inserted during a drain with a deadline `<= now` comes out of the same drain.
+    fn insert_during_drain(&mut self, target: u64) {
+        let clock = self.wheel.now();
+        let deadline =
+            clock.saturating_sub(2) + self.rng.below(target - clock.saturating_sub(2) + 1);
+        let value = self.next_value;
+        self.next_value += 1;
+        let id = self.wheel.insert(deadline, value).unwrap();
+        self.expect_placed(id, clock, deadline);
+        let expiry = self.wheel.expiry(id).unwrap();
+        assert!(
+            expiry <= target,
+            "inserted during the drain to {target}, expires at {expiry}"
+        );
+        self.model.insert(
+            id,
+            Pending {
+                expiry,
+                value,
+                far: false,
+            },
+        );
+        self.ids.push(id);
+    }
+
+    fn check_next_expiry(&self, drained: bool) {
+        let earliest = self.model.values().map(|p| p.expiry).min();
+        let next = self.wheel.next_expiry();
+        assert_eq!(
+            next.is_some(),
+            earliest.is_some(),
+            "next_expiry of an empty wheel"
+        );
+        let (Some(next), Some(earliest)) = (next, earliest) else {
+            return;
+        };
+        assert!(
+            next <= earliest,
+            "next_expiry {next} after the earliest expiry {earliest}"
+        );
+        if drained {
+            assert!(
+                next > self.wheel.now(),
+                "next_expiry {next} not after the drain"
+            );
+            let far = self.model.values().any(|p| p.far);
+            if self.mode() == Mode::Coarse && !far {
+                assert_eq!(next, earliest, "Coarse next_expiry is exact");
+            }
+        }
+    }
+
+    fn step(&mut self) {
+        match self.rng.below(20) {
+            0..=6 => self.insert(),
+            7..=9 => self.cancel(),
+            10..=13 => self.reset(),
+            14..=16 => self.drain(),
+            17 => self.check_next_expiry(false),
+            18 => self.stale_queries(),
+            _ => {
+                let id = self.pick();
+                if let Some(id) = id {
+                    let expected = self.model.get(&id).map(|p| p.expiry);
+                    assert_eq!(self.wheel.expiry(id), expected);
+                    assert_eq!(
+                        self.wheel.get(id).copied(),
+                        self.model.get(&id).map(|p| p.value)
+                    );
+                }
+            }
+        }
+        self.ops += 1;
+        assert_eq!(self.wheel.len(), self.model.len(), "len");
+        if self.ops % 128 == 0 {
+            self.wheel.check_invariants();
+        }
+    }
+
+    fn stale_queries(&mut self) {
+        if self.dead.is_empty() {
+            return;
+        }
+        let id = self.dead[self.rng.below(self.dead.len() as u64) as usize];
+        assert_eq!(self.wheel.expiry(id), None);
+        assert!(!self.wheel.reset(id, 1));
+        assert_eq!(self.wheel.cancel(id), None);
+    }
+}
+
+fn run(mode: Mode, total_ops: u64) {
+    let mut seed = 0x5eed_0000 + mode as u64;
+    let mut done = 0;
+    let mut sequences = 0;
+    while done < total_ops {
+        let mut h = Harness::new(seed, mode);
+        for _ in 0..2_000 {
+            h.step();
+        }
+        // Drain everything at the end of time: nothing is lost.
+        let left = h.model.len();
+        let fired = h.wheel.drain(u64::MAX).count();
+        assert_eq!(fired, left, "seed {seed}: everything fires by u64::MAX");
+        assert!(h.wheel.is_empty() && h.wheel.next_expiry().is_none());
+        h.wheel.check_invariants();
+        done += h.ops;
+        seed = seed.wrapping_add(0x9e37_79b9);
+        sequences += 1;
+    }
+    eprintln!("{mode:?}: {done} operations in {sequences} sequences");
+}
+
+#[test]
+fn exact_matches_model() {
+    run(Mode::Exact, 1_000_000);
+}
+
+#[test]
+fn coarse_matches_model() {
+    run(Mode::Coarse, 1_000_000);
+}
