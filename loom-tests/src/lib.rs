@@ -1,0 +1,122 @@
+//! loom models of the tickwheel-percpu cross-core protocols, and the [`model`] helper that runs
+//! the same test body natively (`cargo test`) or under loom.
+//!
+//! Run the suite under the model checker (2 cores: a few minutes):
+//!
+//! ```text
+//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom \
+//!     cargo test -p tickwheel-loom-tests --release
+//! ```
+//!
+//! or `loom-tests/run.sh`. Natively, `cargo test -p tickwheel-loom-tests` runs each body many
+//! times on real threads. Each model counts its executions and asserts there was more than one, so
+//! a model that accidentally explores a single interleaving fails instead of passing vacuously.
+//!
+//! Models run the crate's real code: `Base`, `Remote`, the slot table, the inbox queue, the wake
+//! word and the real eventfd. The one thing a model must not do is block in the kernel (loom runs
+//! all threads on one OS thread), so an owner "sleeps" by spinning with `yield_now` until its fd
+//! polls readable: if a wake-up were lost it would spin forever and loom would report it.
+
+use std::os::fd::RawFd;
+
+/// Threads, atomics and `Arc` for test bodies: loom's under `cfg(loom)`, std's otherwise.
+pub mod sync {
+    #[cfg(loom)]
+    pub use loom::sync::Arc;
+    #[cfg(loom)]
+    pub use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    #[cfg(loom)]
+    pub use loom::thread::{spawn, yield_now};
+
+    #[cfg(not(loom))]
+    pub use std::sync::Arc;
+    #[cfg(not(loom))]
+    pub use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    #[cfg(not(loom))]
+    pub use std::thread::{spawn, yield_now};
+}
+
+/// Native repetitions of a body (real threads, real scheduling noise).
+#[cfg(not(loom))]
+const NATIVE_RUNS: usize = 300;
+
+/// Runs `body` under loom (every interleaving up to the preemption bound; `LOOM_MAX_PREEMPTIONS`,
+/// default 2) or, natively, [`NATIVE_RUNS`] times. Returns how many executions ran.
+pub fn model<F>(body: F) -> usize
+where
+    F: Fn() + Send + Sync + 'static,
+{
+    #[cfg(loom)]
+    {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let count = std::sync::Arc::new(AtomicUsize::new(0));
+        let seen = count.clone();
+        let mut builder = loom::model::Builder::new();
+        if builder.preemption_bound.is_none() {
+            builder.preemption_bound = Some(2);
+        }
+        builder.check(move || {
+            // Relaxed: loom runs executions one after another on this thread.
+            seen.fetch_add(1, Ordering::Relaxed);
+            body();
+        });
+        count.load(Ordering::Relaxed)
+    }
+    #[cfg(not(loom))]
+    {
+        for _ in 0..NATIVE_RUNS {
+            body();
+        }
+        NATIVE_RUNS
+    }
+}
+
+/// Runs [`model`] and asserts it explored more than one execution; returns the count.
+pub fn check<F>(name: &str, body: F) -> usize
+where
+    F: Fn() + Send + Sync + 'static,
+{
+    let runs = model(body);
+    eprintln!("{name}: {runs} executions");
+    assert!(runs > 1, "{name}: explored only {runs} execution(s)");
+    runs
+}
+
+/// True if `fd` polls readable right now (never blocks).
+pub fn readable(fd: RawFd) -> bool {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, length 1, zero timeout.
+    let n = unsafe { libc::poll(&mut pfd, 1, 0) };
+    n > 0 && pfd.revents & libc::POLLIN != 0
+}
+
+/// Spins (yielding to the model checker) until `fd` is readable: the model's "sleep".
+pub fn sleep_on(fd: RawFd) {
+    while !readable(fd) {
+        sync::yield_now();
+    }
+}
+
+use tickwheel_percpu::{Base, ClockSource, Config, ManualClock, Mode, Remote};
+
+/// One base on a manual clock with a 1 ms tick, `slots` slots and an inbox of `inbox` cells:
+/// small, so the model checker has few objects to track.
+pub fn one_base<T: Send + 'static>(
+    slots: usize,
+    inbox: usize,
+) -> (Base<T>, Remote<T>, ManualClock) {
+    let clock = ManualClock::new();
+    let config = Config {
+        mode: Mode::Exact,
+        clock: ClockSource::Manual(clock.clone()),
+        wheel_capacity: Some(slots),
+        inbox_capacity: inbox,
+        ..Config::default()
+    };
+    let (mut bases, remote) = tickwheel_percpu::bases(1, config).expect("bases");
+    (bases.pop().expect("one base"), remote, clock)
+}

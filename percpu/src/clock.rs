@@ -1,0 +1,268 @@
+//! Time: clock sources, the shared timeline, and tick conversions.
+//!
+//! All bases made by one [`crate::bases`] call share one [`Timeline`]: a clock, an epoch taken at
+//! creation, and the tick length. Time inside the crate is `u64` nanoseconds since the epoch; the
+//! wheel runs on ticks of `tick_ns`.
+//!
+//! Rounding, so nothing fires early: the current tick is `floor(now / tick)` and a deadline's tick
+//! is `ceil(deadline / tick)`. A timer fires when the current tick reaches its deadline tick, so
+//! `now >= floor(now/tick)*tick >= ceil(deadline/tick)*tick >= deadline`.
+//!
+//! `Instant` is `CLOCK_MONOTONIC` on Linux. The epoch is read as an `Instant` first and then as raw
+//! clock nanoseconds, so the raw epoch is never earlier than the `Instant` epoch; converting an
+//! `Instant` deadline to raw time can then only move it later (by the nanoseconds between the two
+//! reads), never earlier. For `Boottime` and `Manual` the `Instant`s the API hands out are
+//! `epoch + elapsed` on that clock.
+//!
+//! Clock stepping back: the kernel clocks never do; a [`ManualClock`] may be `set` backwards. The
+//! base keeps the largest time it has seen, so its wheel never runs backwards.
+
+use std::fmt;
+use std::io;
+use std::time::{Duration, Instant};
+
+use crate::sync::{Arc, AtomicU64, Ordering};
+use crate::sys;
+
+/// Which clock the bases follow.
+#[derive(Clone, Debug, Default)]
+pub enum ClockSource {
+    /// `CLOCK_MONOTONIC`: stops while the machine is suspended (the clock of `Instant`).
+    #[default]
+    Monotonic,
+    /// `CLOCK_BOOTTIME`: keeps counting during suspend.
+    Boottime,
+    /// A clock moved only by hand, for deterministic tests.
+    Manual(ManualClock),
+}
+
+/// A clock moved by hand; clones share the same time.
+///
+/// ```
+/// use std::time::Duration;
+/// use tickwheel_percpu::ManualClock;
+/// let clock = ManualClock::new();
+/// let other = clock.clone();
+/// clock.advance(Duration::from_millis(5));
+/// assert_eq!(other.elapsed(), Duration::from_millis(5));
+/// ```
+#[derive(Clone, Default)]
+pub struct ManualClock {
+    ns: Arc<AtomicU64>,
+}
+
+impl ManualClock {
+    /// A clock at zero.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Moves the clock forward by `by` (saturating).
+    pub fn advance(&self, by: Duration) {
+        // Relaxed: the clock is a value; readers need no other memory ordered with it.
+        let _ = self
+            .ns
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |ns| {
+                Some(ns.saturating_add(duration_to_ns(by)))
+            });
+    }
+
+    /// Sets the time since the clock's start; may move it backwards (the bases ignore steps back).
+    pub fn set(&self, since_start: Duration) {
+        // Relaxed: as in `advance`.
+        self.ns
+            .store(duration_to_ns(since_start), Ordering::Relaxed);
+    }
+
+    /// Time since the clock's start.
+    pub fn elapsed(&self) -> Duration {
+        Duration::from_nanos(self.now_ns())
+    }
+
+    fn now_ns(&self) -> u64 {
+        // Relaxed: as in `advance`.
+        self.ns.load(Ordering::Relaxed)
+    }
+}
+
+impl fmt::Debug for ManualClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ManualClock").field(&self.elapsed()).finish()
+    }
+}
+
+/// Saturating conversion of a `Duration` to nanoseconds.
+pub(crate) fn duration_to_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The tick containing `ns` (the current tick at time `ns`).
+pub(crate) fn ns_to_tick_floor(ns: u64, tick_ns: u64) -> u64 {
+    ns / tick_ns
+}
+
+/// The first tick not earlier than `ns` (a deadline's tick).
+pub(crate) fn ns_to_tick_ceil(ns: u64, tick_ns: u64) -> u64 {
+    ns.div_ceil(tick_ns)
+}
+
+/// The start of `tick` in nanoseconds, saturating.
+pub(crate) fn tick_to_ns(tick: u64, tick_ns: u64) -> u64 {
+    tick.saturating_mul(tick_ns)
+}
+
+enum Source {
+    Kernel {
+        id: libc::clockid_t,
+        epoch_raw_ns: u64,
+    },
+    Manual(ManualClock),
+}
+
+/// The clock, epoch and tick shared by a set of bases.
+pub(crate) struct Timeline {
+    source: Source,
+    epoch: Instant,
+    pub(crate) tick_ns: u64,
+}
+
+impl Timeline {
+    pub(crate) fn new(clock: &ClockSource, tick: Duration) -> io::Result<Self> {
+        let tick_ns = duration_to_ns(tick);
+        if tick_ns == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "tick must be at least 1 ns",
+            ));
+        }
+        // Instant first, raw second: see the module doc.
+        let epoch = Instant::now();
+        let source = match clock {
+            ClockSource::Monotonic => kernel(libc::CLOCK_MONOTONIC)?,
+            ClockSource::Boottime => kernel(libc::CLOCK_BOOTTIME)?,
+            ClockSource::Manual(m) => Source::Manual(m.clone()),
+        };
+        Ok(Self {
+            source,
+            epoch,
+            tick_ns,
+        })
+    }
+
+    /// Nanoseconds since the epoch, now.
+    pub(crate) fn now_ns(&self) -> u64 {
+        match &self.source {
+            Source::Kernel { id, epoch_raw_ns } => {
+                let raw = sys::clock_ns(*id).expect("clock_gettime on a clock checked at creation");
+                raw.saturating_sub(*epoch_raw_ns)
+            }
+            Source::Manual(m) => m.now_ns(),
+        }
+    }
+
+    /// The kernel clock to arm a timerfd on, or `None` for a manual clock.
+    pub(crate) fn kernel_clock(&self) -> Option<libc::clockid_t> {
+        match self.source {
+            Source::Kernel { id, .. } => Some(id),
+            Source::Manual(_) => None,
+        }
+    }
+
+    /// Absolute kernel-clock nanoseconds at the start of `tick`, if it is representable.
+    pub(crate) fn tick_to_raw_ns(&self, tick: u64) -> Option<u64> {
+        match self.source {
+            Source::Kernel { epoch_raw_ns, .. } => tick
+                .checked_mul(self.tick_ns)?
+                .checked_add(epoch_raw_ns)
+                .filter(|&ns| ns < i64::MAX as u64),
+            Source::Manual(_) => None,
+        }
+    }
+
+    /// Nanoseconds since the epoch of an `Instant` (0 if before the epoch).
+    pub(crate) fn instant_to_ns(&self, at: Instant) -> u64 {
+        duration_to_ns(at.saturating_duration_since(self.epoch))
+    }
+
+    /// The `Instant` at `ns` since the epoch (saturating far in the future).
+    pub(crate) fn ns_to_instant(&self, ns: u64) -> Instant {
+        let d = Duration::from_nanos(ns);
+        self.epoch
+            .checked_add(d)
+            .unwrap_or(self.epoch + Duration::from_secs(u32::MAX.into()))
+    }
+}
+
+fn kernel(id: libc::clockid_t) -> io::Result<Source> {
+    Ok(Source::Kernel {
+        id,
+        epoch_raw_ns: sys::clock_ns(id)?,
+    })
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadline_rounds_up_and_now_rounds_down() {
+        assert_eq!(ns_to_tick_ceil(0, 10), 0);
+        assert_eq!(ns_to_tick_ceil(1, 10), 1);
+        assert_eq!(ns_to_tick_ceil(10, 10), 1);
+        assert_eq!(ns_to_tick_ceil(11, 10), 2);
+        assert_eq!(ns_to_tick_floor(19, 10), 1);
+        assert_eq!(
+            ns_to_tick_ceil(u64::MAX, 1_000_000),
+            u64::MAX / 1_000_000 + 1
+        );
+    }
+
+    #[test]
+    fn never_early_for_any_pair() {
+        let tick = 7;
+        for deadline in 0..200u64 {
+            for now in 0..200u64 {
+                let due = ns_to_tick_floor(now, tick) >= ns_to_tick_ceil(deadline, tick);
+                assert!(
+                    !due || now >= deadline,
+                    "fires early: now {now} deadline {deadline}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn tick_to_ns_saturates() {
+        assert_eq!(tick_to_ns(3, 1_000), 3_000);
+        assert_eq!(tick_to_ns(u64::MAX, 2), u64::MAX);
+        assert_eq!(duration_to_ns(Duration::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn manual_clock_moves_both_ways() {
+        let c = ManualClock::new();
+        c.advance(Duration::from_secs(2));
+        c.set(Duration::from_secs(1));
+        assert_eq!(c.elapsed(), Duration::from_secs(1));
+        c.advance(Duration::MAX);
+        assert_eq!(c.now_ns(), u64::MAX);
+    }
+
+    #[test]
+    fn zero_tick_is_rejected() {
+        assert!(Timeline::new(&ClockSource::Monotonic, Duration::ZERO).is_err());
+    }
+
+    #[test]
+    fn monotonic_instant_and_raw_agree() {
+        let t = Timeline::new(&ClockSource::Monotonic, Duration::from_millis(1)).unwrap();
+        let before = t.instant_to_ns(Instant::now());
+        let raw = t.now_ns();
+        // The raw epoch is never earlier than the Instant epoch, so raw time lags slightly.
+        assert!(raw <= t.instant_to_ns(Instant::now()));
+        assert!(
+            before <= raw + 1_000_000,
+            "clocks disagree by more than 1 ms"
+        );
+    }
+}

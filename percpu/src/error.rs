@@ -1,0 +1,83 @@
+//! Errors that hand the value back.
+
+use std::error::Error;
+use std::fmt;
+
+/// A schedule that did not happen; the payload comes back inside.
+#[derive(Clone, PartialEq, Eq)]
+pub enum ScheduleError<T> {
+    /// The target base's inbox (or its reserve of slots for other threads) is full until its owner
+    /// turns. Retry later or shed load.
+    InboxFull(T),
+    /// The base has no free slot: `Config::wheel_capacity` (or the default table size) is in use.
+    Full(T),
+    /// No base with that index in this set (or the calling thread runs no base).
+    NoSuchBase(T),
+}
+
+impl<T> ScheduleError<T> {
+    /// The payload that was not scheduled.
+    pub fn into_inner(self) -> T {
+        match self {
+            Self::InboxFull(v) | Self::Full(v) | Self::NoSuchBase(v) => v,
+        }
+    }
+
+    /// True for [`ScheduleError::InboxFull`].
+    pub fn is_inbox_full(&self) -> bool {
+        matches!(self, Self::InboxFull(_))
+    }
+
+    /// True for [`ScheduleError::Full`].
+    pub fn is_full(&self) -> bool {
+        matches!(self, Self::Full(_))
+    }
+
+    /// True for [`ScheduleError::NoSuchBase`].
+    pub fn is_no_such_base(&self) -> bool {
+        matches!(self, Self::NoSuchBase(_))
+    }
+
+    fn describe(&self) -> &'static str {
+        match self {
+            Self::InboxFull(_) => "the target base's inbox is full",
+            Self::Full(_) => "the base has no free timer slot",
+            Self::NoSuchBase(_) => "no such base",
+        }
+    }
+}
+
+impl<T> fmt::Debug for ScheduleError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = match self {
+            Self::InboxFull(_) => "InboxFull",
+            Self::Full(_) => "Full",
+            Self::NoSuchBase(_) => "NoSuchBase",
+        };
+        f.debug_tuple(name).finish_non_exhaustive()
+    }
+}
+
+impl<T> fmt::Display for ScheduleError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.describe())
+    }
+}
+
+impl<T> Error for ScheduleError<T> {}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn predicates_and_value_back() {
+        let e = ScheduleError::InboxFull(7);
+        assert!(e.is_inbox_full() && !e.is_full() && !e.is_no_such_base());
+        assert_eq!(e.into_inner(), 7);
+        let e = ScheduleError::NoSuchBase("x");
+        assert!(e.is_no_such_base());
+        assert_eq!(e.to_string(), "no such base");
+        assert_eq!(ScheduleError::Full(1).into_inner(), 1);
+    }
+}
