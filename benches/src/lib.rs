@@ -18,6 +18,7 @@
 pub mod calendar;
 pub mod mem;
 pub mod peers;
+pub mod percore;
 pub mod report;
 pub mod rng;
 pub mod workload;

@@ -8,10 +8,12 @@
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+use tickwheel_benches::percore;
 use tickwheel_benches::report::{self, Row};
 use tickwheel_benches::workload::{self, Workload};
 use tickwheel_benches::{Kind, Timers, mem, with_timers};
+use tickwheel_percpu::Mode;
 
 const SEED: u64 = 0x7157_3eed;
 
@@ -27,6 +29,8 @@ struct Plan {
     /// Workloads to run (all when empty).
     workloads: Vec<Workload>,
     skip_memory: bool,
+    /// Skip the multi-core sections (queue, scaling, timeliness).
+    skip_cores: bool,
 }
 
 impl Plan {
@@ -86,6 +90,7 @@ fn parse_args() -> Result<Plan, String> {
         only: Vec::new(),
         workloads: Vec::new(),
         skip_memory: false,
+        skip_cores: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -116,10 +121,11 @@ fn parse_args() -> Result<Plan, String> {
                 }
             }
             "--no-memory" => plan.skip_memory = true,
+            "--no-cores" => plan.skip_cores = true,
             "--bench" => {} // passed by `cargo bench`
             other => {
                 return Err(format!(
-                    "unknown argument {other:?}; try --quick, --out DIR, --reps N, --sizes A,B, --only KIND,.., --workloads W,.., --no-memory"
+                    "unknown argument {other:?}; try --quick, --out DIR, --reps N, --sizes A,B, --only KIND,.., --workloads W,.., --no-memory, --no-cores"
                 ));
             }
         }
@@ -136,6 +142,8 @@ fn main() {
         return;
     }
     let plan = parse_args().unwrap_or_else(|e| die(&e));
+    let cores = percore::available_cores(); // before any thread is pinned
+    eprintln!("{cores} cores available for pinning");
     let started = Instant::now();
     let mut rows = Vec::new();
     for n in plan.sizes() {
@@ -155,6 +163,14 @@ fn main() {
         if !plan.skip_memory {
             rows.extend(run_memory(&plan.kinds(), n));
         }
+    }
+    if !plan.skip_cores {
+        rows.extend(run_queues(&plan));
+        eprintln!("  queues done at {:.0?}", started.elapsed());
+        rows.extend(run_scaling(&plan));
+        eprintln!("  scaling done at {:.0?}", started.elapsed());
+        rows.extend(run_timeliness(&plan));
+        eprintln!("  timeliness done at {:.0?}", started.elapsed());
     }
     write_outputs(&plan, &rows).unwrap_or_else(|e| die(&e));
     eprintln!("finished in {:.1?}", started.elapsed());
@@ -310,6 +326,7 @@ fn write_outputs(plan: &Plan, rows: &[Row]) -> Result<(), String> {
         "### bytes per timer — after refreshes (4 per timer at 10^6)",
     ));
     md.push('\n');
+    md.push_str(&percore_tables(rows));
     md.push_str(&targets(rows));
     println!("{md}");
     let write = |name: &str, text: &str| {
@@ -379,4 +396,185 @@ fn targets(rows: &[Row]) -> String {
         }
     }
     out
+}
+
+/// Cross-core and same-thread queue figures.
+fn run_queues(plan: &Plan) -> Vec<Row> {
+    let (items, reps) = if plan.quick {
+        (100_000, 1)
+    } else {
+        (2_000_000, 5)
+    };
+    let names: Vec<&str> = percore::queues().iter().map(|q| q.name()).collect();
+    let mut cross = vec![Vec::new(); names.len()];
+    let mut local = vec![Vec::new(); names.len()];
+    for _ in 0..reps {
+        for (i, q) in percore::queues().iter().enumerate() {
+            match percore::cross_core_ns_per_item(q.as_ref(), items) {
+                Ok(ns) => cross[i].push(ns),
+                Err(e) => die(&e),
+            }
+        }
+        for (i, q) in percore::queues().iter().enumerate() {
+            local[i].push(percore::same_thread_ns_per_pair(q.as_ref(), items));
+        }
+    }
+    let mut rows = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        rows.push(Row::from_samples(
+            "queue_cross_core",
+            name,
+            items,
+            "ns/item",
+            &cross[i],
+        ));
+        rows.push(Row::from_samples(
+            "queue_same_thread",
+            name,
+            items,
+            "ns/pair",
+            &local[i],
+        ));
+    }
+    rows
+}
+
+/// Shares of connections whose timer lives on another core.
+const REMOTE_SHARES: [(f64, &str); 3] =
+    [(0.0, "remote 0%"), (0.1, "remote 10%"), (0.5, "remote 50%")];
+
+/// Keepalive refreshes per second per core, 1..=available pinned threads.
+fn run_scaling(plan: &Plan) -> Vec<Row> {
+    let (per_core, ops, reps) = if plan.quick {
+        (10_000, 100_000, 1)
+    } else {
+        (100_000, 2_000_000, 3)
+    };
+    let cores = percore::available_cores();
+    let mut rows = Vec::new();
+    for threads in 1..=cores {
+        for (share, label) in REMOTE_SHARES {
+            if threads == 1 && share > 0.0 {
+                continue; // one core has no other core to send to
+            }
+            let mut samples = Vec::new();
+            for rep in 0..reps {
+                let runs = percore::keepalive_scaling(threads, share, per_core, ops, SEED + rep)
+                    .unwrap_or_else(|e| die(&format!("scaling with {threads} threads: {e}")));
+                let per_core_rate: f64 =
+                    runs.iter().map(percore::CoreRun::ops_per_sec).sum::<f64>() / threads as f64;
+                samples.push(per_core_rate / 1e6);
+            }
+            rows.push(Row::from_samples(
+                "percore_refresh",
+                label,
+                threads as u64,
+                "M refreshes/s per core",
+                &samples,
+            ));
+        }
+    }
+    rows
+}
+
+/// Lateness of the timerfd driver next to a bare timerfd.
+fn run_timeliness(plan: &Plan) -> Vec<Row> {
+    let timers = if plan.quick { 20 } else { 400 };
+    let ms = Duration::from_millis(1);
+    let us100 = Duration::from_micros(100);
+    let mut rows = Vec::new();
+    let mut push = |series: &str, s: percore::LatenessSummary| {
+        for (section, v) in [
+            ("lateness_p50", s.p50),
+            ("lateness_p99", s.p99),
+            ("lateness_max", s.max),
+        ] {
+            let us = v.as_nanos() as f64 / 1e3;
+            rows.push(Row::from_samples(
+                section,
+                series,
+                s.count as u64,
+                "µs",
+                &[us],
+            ));
+        }
+    };
+    // The thread that measures is pinned; do it on a helper thread so the main one stays free.
+    let floor = std::thread::spawn(move || percore::timerfd_floor(timers, SEED)).join();
+    push(
+        "bare timerfd (floor)",
+        floor.expect("no panic").unwrap_or_else(|e| die(&e)),
+    );
+    for (mode, tick, name) in [
+        (Mode::Exact, ms, "driver, exact, 1 ms tick"),
+        (Mode::Coarse, ms, "driver, coarse, 1 ms tick"),
+        (Mode::Exact, us100, "driver, exact, 100 µs tick"),
+    ] {
+        let run =
+            std::thread::spawn(move || percore::driver_lateness(mode, tick, timers, SEED)).join();
+        let (mine, _own) = run.expect("no panic").unwrap_or_else(|e| die(&e));
+        push(name, mine);
+    }
+    rows
+}
+
+fn percore_tables(rows: &[Row]) -> String {
+    let mut md = String::new();
+    md.push_str(&report::table(
+        rows,
+        "queue_cross_core",
+        "### cross-core queue — ns per item, producer on core 1, consumer on core 0",
+    ));
+    md.push('\n');
+    md.push_str(&report::table(
+        rows,
+        "queue_same_thread",
+        "### queue on one thread — ns per push+pop pair",
+    ));
+    md.push('\n');
+    md.push_str(&report::table(
+        rows,
+        "percore_refresh",
+        "### per-core keepalive — million refreshes per second per core (columns: pinned threads)",
+    ));
+    md.push('\n');
+    let one = report::lookup(rows, "percore_refresh", "remote 0%", 1);
+    let max_threads = rows
+        .iter()
+        .filter(|r| r.section == "percore_refresh")
+        .map(|r| r.n)
+        .max();
+    if let (Some(one), Some(n)) = (one, max_threads) {
+        if n > 1 {
+            md.push_str(&format!(
+                "scaling on {n} cores (aggregate / single-core rate; ideal {n}):"
+            ));
+            for (_, label) in REMOTE_SHARES {
+                if let Some(v) = report::lookup(rows, "percore_refresh", label, n) {
+                    md.push_str(&format!(" {label}: {:.2};", v * n as f64 / one));
+                }
+            }
+            md.push_str("\n\n");
+        }
+    }
+    md.push_str("### timeliness — lateness from deadline to handler, µs\n\n| timer | p50 | p99 | max |\n|---|---:|---:|---:|\n");
+    let mut names: Vec<&str> = Vec::new();
+    for r in rows.iter().filter(|r| r.section == "lateness_p50") {
+        names.push(&r.series);
+    }
+    for name in names {
+        let get = |section: &str| {
+            rows.iter()
+                .find(|r| r.section == section && r.series == name)
+                .map_or("–".into(), |r| report::figure(r.median))
+        };
+        md.push_str(&format!(
+            "| {name} | {} | {} | {} |\n",
+            get("lateness_p50"),
+            get("lateness_p99"),
+            get("lateness_max")
+        ));
+    }
+    md.push('\n');
+    md
 }
