@@ -102,7 +102,7 @@ impl<V> CalendarQueue<V> {
     }
 
     fn cursor_start(&self) -> u64 {
-        self.cursor_end - self.width
+        self.cursor_end.saturating_sub(self.width)
     }
 
     /// Puts the cursor on the day holding `deadline`.
@@ -209,13 +209,14 @@ impl<V> CalendarQueue<V> {
     /// Rebuilds with `count` buckets and a width re-estimated from the earliest events.
     fn resize(&mut self, count: usize) {
         let mut events: Vec<Event<V>> = self.buckets.iter_mut().flat_map(std::mem::take).collect();
-        self.width = estimate_width(&mut events).unwrap_or(self.width);
-        self.buckets = (0..count).map(|_| Vec::new()).collect();
+        // With nothing pending the cursor stays where it is (its day start under the old width).
         let start = events
             .iter()
             .map(|e| e.deadline)
             .min()
             .unwrap_or(self.cursor_start());
+        self.width = estimate_width(&mut events).unwrap_or(self.width);
+        self.buckets = (0..count).map(|_| Vec::new()).collect();
         self.aim_cursor_at(start);
         for event in events {
             self.place(event);

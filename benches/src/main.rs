@@ -406,13 +406,19 @@ fn run_queues(plan: &Plan) -> Vec<Row> {
         (2_000_000, 5)
     };
     let names: Vec<&str> = percore::queues().iter().map(|q| q.name()).collect();
+    let two_cores = percore::available_cores() >= 2;
+    if !two_cores {
+        eprintln!("only one core: no cross-core queue figures");
+    }
     let mut cross = vec![Vec::new(); names.len()];
     let mut local = vec![Vec::new(); names.len()];
     for _ in 0..reps {
         for (i, q) in percore::queues().iter().enumerate() {
-            match percore::cross_core_ns_per_item(q.as_ref(), items) {
-                Ok(ns) => cross[i].push(ns),
-                Err(e) => die(&e),
+            if two_cores {
+                match percore::cross_core_ns_per_item(q.as_ref(), items) {
+                    Ok(ns) => cross[i].push(ns),
+                    Err(e) => die(&e),
+                }
             }
         }
         for (i, q) in percore::queues().iter().enumerate() {
@@ -421,13 +427,15 @@ fn run_queues(plan: &Plan) -> Vec<Row> {
     }
     let mut rows = Vec::new();
     for (i, name) in names.iter().enumerate() {
-        rows.push(Row::from_samples(
-            "queue_cross_core",
-            name,
-            items,
-            "ns/item",
-            &cross[i],
-        ));
+        if two_cores {
+            rows.push(Row::from_samples(
+                "queue_cross_core",
+                name,
+                items,
+                "ns/item",
+                &cross[i],
+            ));
+        }
         rows.push(Row::from_samples(
             "queue_same_thread",
             name,

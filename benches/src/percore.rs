@@ -4,7 +4,7 @@
 //! # Model
 //! Every thread is pinned to its own core with `core_affinity`; a pin that fails is an error, not
 //! a silent fallback, because an unpinned run measures the scheduler. All threads start together
-//! behind a barrier and each times its own phase.
+//! (each keeps draining its inbox while it waits for the others) and each times its own phase.
 //!
 //! - Queue: one producer core hands `items` integers to one consumer core through a bounded or
 //!   unbounded MPSC queue (a full bounded queue makes the producer spin), and one thread pushes and
@@ -217,6 +217,17 @@ fn schedule_remote(
     }
 }
 
+/// Counts this thread in at `arrived` and waits for all `threads`, turning `base` meanwhile: a
+/// core that waited without draining its inbox would stall every core sending to it.
+fn arrive_turning(base: &mut tickwheel_percpu::Base<u64>, arrived: &AtomicUsize, threads: usize) {
+    // Release/Acquire: what a thread did before arriving is visible to those that see the count.
+    arrived.fetch_add(1, Ordering::Release);
+    while arrived.load(Ordering::Acquire) < threads {
+        base.turn(|_| {});
+        std::hint::spin_loop();
+    }
+}
+
 /// Runs the keepalive load on `threads` pinned cores, each with its own base, `remote_share` of
 /// connections having their timer on the next core. Returns each thread's figures.
 pub fn keepalive_scaling(
@@ -235,7 +246,7 @@ pub fn keepalive_scaling(
     };
     let (bases, remote) =
         tickwheel_percpu::bases::<u64>(threads, config).map_err(|e| format!("bases: {e}"))?;
-    let barrier = Barrier::new(threads);
+    let populated = AtomicUsize::new(0);
     let finished = AtomicUsize::new(0);
     std::thread::scope(|s| {
         let workers: Vec<_> = bases
@@ -243,71 +254,74 @@ pub fn keepalive_scaling(
             .enumerate()
             .map(|(t, mut base)| {
                 let remote = remote.clone();
-                let (barrier, finished) = (&barrier, &finished);
+                let (populated, finished) = (&populated, &finished);
                 s.spawn(move || -> Result<CoreRun, String> {
                     let pinned = pin(t);
                     let mut rng = SplitMix64::new(seed ^ (t as u64 + 1).wrapping_mul(0x9E37));
                     let next = (t + 1) % threads;
                     let mut retries = 0u64;
                     let mut handles = Vec::with_capacity(per_core);
-                    for i in 0..per_core as u64 {
-                        let delay = keepalive_delay(&mut rng);
-                        let away = threads > 1
-                            && (rng.below(1 << 20) as f64) < remote_share * f64::from(1 << 20);
-                        let h = if away {
-                            schedule_remote(&mut base, &remote, next, delay, i, &mut retries)?
-                        } else {
-                            base.schedule_after(delay, i)
-                                .map_err(|e| format!("schedule: {e}"))?
-                        };
-                        handles.push(h);
-                        if i % 64 == 0 {
-                            base.turn(|_| {});
-                        }
-                    }
-                    // Everyone waits here, even a thread that could not pin, so none hangs.
-                    barrier.wait();
-                    pinned?;
-                    let start = Instant::now();
-                    for op in 0..ops_per_thread {
-                        let i = rng.below(per_core as u64) as usize;
-                        let delay = keepalive_delay(&mut rng);
-                        let h = handles[i];
-                        if h.base() == t {
-                            if !base.reset_after(h, delay) {
-                                return Err(format!("core {t}: own timer {i} was not pending"));
-                            }
-                        } else {
-                            handles[i] = match remote.reschedule_after(h, delay, i as u64) {
-                                Ok(h) => h,
-                                Err(RescheduleError::Schedule(e)) if e.is_inbox_full() => {
-                                    retries += 1;
-                                    let target = h.base();
-                                    let v = e.into_inner();
-                                    schedule_remote(
-                                        &mut base,
-                                        &remote,
-                                        target,
-                                        delay,
-                                        v,
-                                        &mut retries,
-                                    )?
-                                }
-                                Err(_) => return Err(format!("core {t}: remote timer {i} lost")),
+                    let setup = pinned.and_then(|()| {
+                        for i in 0..per_core as u64 {
+                            let delay = keepalive_delay(&mut rng);
+                            let away = threads > 1
+                                && (rng.below(1 << 20) as f64) < remote_share * f64::from(1 << 20);
+                            let h = if away {
+                                schedule_remote(&mut base, &remote, next, delay, i, &mut retries)?
+                            } else {
+                                base.schedule_after(delay, i)
+                                    .map_err(|e| format!("schedule: {e}"))?
                             };
+                            handles.push(h);
+                            if i % 64 == 0 {
+                                base.turn(|_| {});
+                            }
                         }
-                        if op % 64 == 63 {
-                            base.turn(|_| {});
+                        Ok(())
+                    });
+                    // Everyone arrives, even a thread that failed, so none waits forever.
+                    arrive_turning(&mut base, populated, threads);
+                    let start = Instant::now();
+                    let refreshed = setup.and_then(|()| {
+                        for op in 0..ops_per_thread {
+                            let i = rng.below(per_core as u64) as usize;
+                            let delay = keepalive_delay(&mut rng);
+                            let h = handles[i];
+                            if h.base() == t {
+                                if !base.reset_after(h, delay) {
+                                    return Err(format!("core {t}: own timer {i} was not pending"));
+                                }
+                            } else {
+                                handles[i] = match remote.reschedule_after(h, delay, i as u64) {
+                                    Ok(h) => h,
+                                    Err(RescheduleError::Schedule(e)) if e.is_inbox_full() => {
+                                        retries += 1;
+                                        let target = h.base();
+                                        let v = e.into_inner();
+                                        schedule_remote(
+                                            &mut base,
+                                            &remote,
+                                            target,
+                                            delay,
+                                            v,
+                                            &mut retries,
+                                        )?
+                                    }
+                                    Err(_) => {
+                                        return Err(format!("core {t}: remote timer {i} lost"));
+                                    }
+                                };
+                            }
+                            if op % 64 == 63 {
+                                base.turn(|_| {});
+                            }
                         }
-                    }
+                        Ok(())
+                    });
                     let elapsed = start.elapsed();
-                    // Keep draining the inbox until every core is done, so no sender stalls.
-                    finished.fetch_add(1, Ordering::AcqRel); // AcqRel: pairs with the loads below.
-                    while finished.load(Ordering::Acquire) < threads {
-                        base.turn(|_| {});
-                        std::hint::spin_loop();
-                    }
+                    arrive_turning(&mut base, finished, threads);
                     base.turn(|_| {});
+                    refreshed?;
                     Ok(CoreRun {
                         ops: ops_per_thread,
                         elapsed,
