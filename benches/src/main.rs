@@ -6,6 +6,8 @@
 //! process per structure (`tickwheel-benches mem KIND N SEED`), then prints Markdown tables and the
 //! target ratios and writes `summary.csv` and one SVG chart per workload into the output folder.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -140,7 +142,20 @@ fn parse_args() -> Result<Plan, String> {
     Ok(plan)
 }
 
+/// Pins glibc's mmap threshold. By default glibc raises it after a large block is freed, so the
+/// first repetition grows its big arrays with `mremap` and later ones by copying on the heap;
+/// fixing it gives every repetition (and every structure) the same allocator behaviour.
+fn steady_allocator() {
+    // SAFETY: `mallopt` only changes a malloc tunable; it is called once, before any thread
+    // starts, with a valid parameter and value.
+    let ok = unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024) };
+    if ok != 1 {
+        eprintln!("note: mallopt(M_MMAP_THRESHOLD) refused; repetitions may differ");
+    }
+}
+
 fn main() {
+    steady_allocator();
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("mem") {
         let (kind, n, seed) = parse_mem_args(&args[2..]).unwrap_or_else(|e| die(&e));
@@ -459,7 +474,7 @@ fn run_queues(plan: &Plan) -> Vec<Row> {
     let (items, reps) = if plan.quick {
         (100_000, 1)
     } else {
-        (2_000_000, 5)
+        (2_000_000, 9)
     };
     let names: Vec<&str> = percore::queues().iter().map(|q| q.name()).collect();
     let two_cores = percore::available_cores() >= 2;
