@@ -4,8 +4,9 @@
 //! owns a current-thread runtime with time paused; tick `t` is `start + t` milliseconds. Moving the
 //! clock costs nothing until something may be due: the queue's wheel only turns when polled, as in
 //! a real task that its `Sleep` wakes. The adapter keeps a lower bound on the earliest deadline
-//! (lowered by every arm, recomputed after each drain) in place of the `Sleep`, because the public
-//! `peek` walks a whole wheel slot and would dominate the run. When something is due the adapter advances tokio's
+//! (lowered by every arm; after a drain, the next tick if the drain fired anything, else `peek`)
+//! in place of the `Sleep`, because the public `peek` walks a whole wheel slot and would dominate
+//! the run. When something is due the adapter advances tokio's
 //! paused clock and drains `poll_expired` inside `tokio::task::unconstrained`, since tokio's
 //! cooperative budget would otherwise stop the drain after about 128 items.
 
@@ -93,6 +94,8 @@ impl Timers for TokioDelayQueue {
         }
         let target = self.instant_of(self.now);
         let queue = &mut self.queue;
+        let mut any = false;
+        let fired_any = &mut any;
         self.rt.block_on(tokio::task::unconstrained(async move {
             let behind = target.saturating_duration_since(Instant::now());
             if !behind.is_zero() {
@@ -100,15 +103,22 @@ impl Timers for TokioDelayQueue {
             }
             poll_fn(|cx| {
                 while let Poll::Ready(Some(expired)) = queue.poll_expired(cx) {
+                    *fired_any = true;
                     fired(expired.into_inner());
                 }
                 Poll::Ready(())
             })
             .await;
         }));
-        self.due_from = match self.queue.peek() {
-            Some(key) => self.tick_of(self.queue.deadline(&key)),
-            None => u64::MAX,
+        self.due_from = if self.queue.is_empty() {
+            u64::MAX
+        } else if any {
+            // Timers are due in bursts: try the next tick rather than pay for a `peek`.
+            self.now + 1
+        } else {
+            self.queue
+                .peek()
+                .map_or(u64::MAX, |key| self.tick_of(self.queue.deadline(&key)))
         };
     }
 
