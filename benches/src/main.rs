@@ -249,11 +249,11 @@ fn parse_mem_args(args: &[String]) -> Result<(Kind, usize, u64), String> {
 }
 
 /// In this (fresh) process: bytes of resident memory per timer after arming `n` keepalive timers,
-/// and after four times the reset workload's refreshes on top (the clock moving, nothing firing).
+/// and after the reset workload's refreshes on top (four per timer; the clock moving, nothing
+/// firing).
 fn measure_memory<Q: Timers>(mut q: Q, n: usize, seed: u64) -> (f64, f64) {
     let deadlines = workload::keepalive_deadlines(n, seed);
-    // Four times the refreshes of the reset workload, the clock moving a tick per 256.
-    let plan = workload::refresh_plan(n, 4 * workload::refresh_count(n), seed);
+    let plan = workload::refresh_plan(n, workload::refresh_count(n), seed);
     // Touch the id buffer before the baseline so only the structure's own memory is counted.
     let mut ids: Vec<Q::Id> = Vec::with_capacity(n);
     for slot in ids.spare_capacity_mut() {
@@ -267,7 +267,8 @@ fn measure_memory<Q: Timers>(mut q: Q, n: usize, seed: u64) -> (f64, f64) {
         }
     });
     let armed = mem::rss_bytes().unwrap_or(0);
-    q.scope(|q| workload::keepalive_phase(q, &mut ids, &plan, 4 * workload::RESETS_PER_TICK));
+    let per_tick = workload::resets_per_tick(plan.len());
+    q.scope(|q| workload::keepalive_phase(q, &mut ids, &plan, per_tick));
     let refreshed = mem::rss_bytes().unwrap_or(0);
     assert_eq!(q.len(), n);
     let per = |after: u64| after.saturating_sub(base) as f64 / n as f64;

@@ -7,8 +7,9 @@
 //!
 //! Ticks are milliseconds. Deadlines for insert, cancel, fire and catch-up are uniform over one
 //! minute; keepalive timers sit 30 to 60 seconds out and are pushed 30 to 60 seconds past the
-//! current tick on each refresh, while the clock moves one tick per [`RESETS_PER_TICK`] refreshes,
-//! so no keepalive timer fires during the refresh phase (as in a busy server, where idle ones do).
+//! current tick on each refresh (four refreshes per timer), while the clock moves one tick per
+//! [`RESETS_PER_TICK`] refreshes (more in long runs), so no keepalive timer fires during the
+//! refresh phase.
 
 use crate::Timers;
 use crate::rng::SplitMix64;
@@ -121,10 +122,17 @@ pub fn keepalive_deadlines(n: usize, seed: u64) -> Vec<u64> {
     (0..n).map(|_| rng.between(KEEP_MIN, KEEP_MAX)).collect()
 }
 
-/// Refreshes in a keepalive run over `n` timers: at least 10^5 for a stable figure, at most
-/// 2^20 so that the clock (one tick per 64) stays below `KEEP_MIN` and nothing fires.
+/// Refreshes in a keepalive run over `n` timers: four per timer, so that deferred costs (a lazy
+/// heap's dead entries and its rebuilds) are paid inside the run; at least 10^5 for a stable
+/// figure, at most 2^22.
 pub fn refresh_count(n: usize) -> usize {
-    n.clamp(100_000, 1 << 20)
+    n.saturating_mul(4).clamp(100_000, 1 << 22)
+}
+
+/// Refreshes per clock tick for a run of `count`: [`RESETS_PER_TICK`], or more for long runs so
+/// that the clock stays below [`KEEP_MIN`] (at most 16,384 ticks) and nothing fires.
+pub fn resets_per_tick(count: usize) -> usize {
+    count.div_ceil(16_384).max(RESETS_PER_TICK)
 }
 
 /// One keepalive refresh: which timer (index into the population) and its new delay.
@@ -215,7 +223,7 @@ fn reset<Q: Timers>(mut q: Q, n: usize, seed: u64) -> Outcome {
     let mut ids = populate(&mut q, &deadlines);
     let plan = refresh_plan(n, refresh_count(n), seed);
     let (elapsed, checksum) = timed(&mut q, |q| {
-        keepalive_phase(q, &mut ids, &plan, RESETS_PER_TICK)
+        keepalive_phase(q, &mut ids, &plan, resets_per_tick(plan.len()))
     });
     assert_eq!(q.len(), n);
     Outcome {
@@ -328,7 +336,8 @@ mod tests {
 
     #[test]
     fn refresh_plan_keeps_the_clock_before_the_first_keepalive_deadline() {
-        let ticks = refresh_count(usize::MAX).div_ceil(RESETS_PER_TICK) as u64;
+        let count = refresh_count(usize::MAX);
+        let ticks = count.div_ceil(resets_per_tick(count)) as u64;
         assert!(ticks < KEEP_MIN, "{ticks} ticks");
         let plan = refresh_plan(1_000, 500, 3);
         assert_eq!(plan.len(), 500);
