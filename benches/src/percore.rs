@@ -1,0 +1,550 @@
+//! Multi-core figures: the cross-core queue, per-core scaling of the keepalive load, and how late
+//! the timerfd driver fires next to a bare timerfd.
+//!
+//! # Model
+//! Every thread is pinned to its own core with `core_affinity`; a pin that fails is an error, not
+//! a silent fallback, because an unpinned run measures the scheduler. All threads start together
+//! (each keeps draining its inbox while it waits for the others) and each times its own phase.
+//!
+//! - Queue: one producer core hands `items` integers to one consumer core through a bounded or
+//!   unbounded MPSC queue (a full bounded queue makes the producer spin), and one thread pushes and
+//!   pops in pairs (the uncontended cost).
+//! - Scaling: each thread owns one base holding `per_core` keepalive timers (30 to 60 s out) and
+//!   refreshes random ones. A share of its connections have their timer on the next core's base
+//!   (scheduled there through the `Remote`): refreshing one of those is a cross-core
+//!   `reschedule_after` (cancel and schedule through that base's inbox). Every 64 refreshes the
+//!   thread turns its base, applying what the other cores sent. Ideal scaling is N times the
+//!   single-core rate.
+//! - Timeliness: timers one to ten milliseconds out, one at a time, on a pinned thread that parks
+//!   on the base's fd; lateness is the wall time from the deadline to the handler. The floor is a
+//!   `timerfd` armed (absolute, `CLOCK_MONOTONIC`) at each deadline and read from the same thread.
+//!
+//! # What was given up
+//! Two cores is all this machine has, so scaling is measured at one and two threads; other
+//! processes share those cores, so the figures carry their noise.
+
+use crate::rng::SplitMix64;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Barrier, OnceLock};
+use std::time::{Duration, Instant};
+use tickwheel_percpu::{Config, Handle, Mode, RescheduleError, ScheduleError};
+
+/// The cores this process may run on, read once: `core_affinity` reads the calling thread's
+/// mask, which shrinks to one core as soon as that thread is pinned.
+fn cores() -> &'static [core_affinity::CoreId] {
+    static CORES: OnceLock<Vec<core_affinity::CoreId>> = OnceLock::new();
+    CORES.get_or_init(|| core_affinity::get_core_ids().unwrap_or_default())
+}
+
+/// Pins the calling thread to core `index` of the enumerated cores.
+pub fn pin(index: usize) -> Result<(), String> {
+    let cores = cores();
+    let core = *cores
+        .get(index)
+        .ok_or(format!("no core #{index} (have {})", cores.len()))?;
+    if core_affinity::set_for_current(core) {
+        Ok(())
+    } else {
+        Err(format!("pinning to core {} failed", core.id))
+    }
+}
+
+/// Number of cores threads can be pinned to. Call it once before pinning any thread.
+pub fn available_cores() -> usize {
+    cores().len()
+}
+
+/// A multi-producer, single-consumer queue of `u64`.
+pub trait Mpsc: Send + Sync {
+    /// Name for tables.
+    fn name(&self) -> &'static str;
+    /// Adds `v`, or hands it back when full.
+    fn push(&self, v: u64) -> Result<(), u64>;
+    /// Takes the oldest value.
+    fn pop(&self) -> Option<u64>;
+}
+
+impl Mpsc for crossbeam_queue::SegQueue<u64> {
+    fn name(&self) -> &'static str {
+        "crossbeam SegQueue"
+    }
+    fn push(&self, v: u64) -> Result<(), u64> {
+        crossbeam_queue::SegQueue::push(self, v);
+        Ok(())
+    }
+    fn pop(&self) -> Option<u64> {
+        crossbeam_queue::SegQueue::pop(self)
+    }
+}
+
+impl Mpsc for crossbeam_queue::ArrayQueue<u64> {
+    fn name(&self) -> &'static str {
+        "crossbeam ArrayQueue"
+    }
+    fn push(&self, v: u64) -> Result<(), u64> {
+        crossbeam_queue::ArrayQueue::push(self, v)
+    }
+    fn pop(&self) -> Option<u64> {
+        crossbeam_queue::ArrayQueue::pop(self)
+    }
+}
+
+impl Mpsc for tickwheel_percpu::mpsc::Queue<u64> {
+    fn name(&self) -> &'static str {
+        "tickwheel_percpu mpsc::Queue"
+    }
+    fn push(&self, v: u64) -> Result<(), u64> {
+        tickwheel_percpu::mpsc::Queue::push(self, v)
+    }
+    fn pop(&self) -> Option<u64> {
+        tickwheel_percpu::mpsc::Queue::pop(self)
+    }
+}
+
+/// Bounded queues are built with this many cells (the base's default inbox).
+pub const QUEUE_CAPACITY: usize = 4096;
+
+/// The three queues, fresh.
+pub fn queues() -> Vec<Box<dyn Mpsc>> {
+    vec![
+        Box::new(tickwheel_percpu::mpsc::Queue::<u64>::new(QUEUE_CAPACITY)),
+        Box::new(crossbeam_queue::SegQueue::<u64>::new()),
+        Box::new(crossbeam_queue::ArrayQueue::<u64>::new(QUEUE_CAPACITY)),
+    ]
+}
+
+/// Nanoseconds per item handed from a producer on core 1 to the consumer on core 0.
+pub fn cross_core_ns_per_item(q: &dyn Mpsc, items: u64) -> Result<f64, String> {
+    if available_cores() < 2 {
+        return Err("the cross-core queue needs two cores".into());
+    }
+    let start = Barrier::new(2);
+    std::thread::scope(|s| {
+        let producer = s.spawn(|| -> Result<(), String> {
+            let pinned = pin(1);
+            start.wait();
+            pinned?;
+            for v in 1..=items {
+                let mut v = v;
+                while let Err(back) = q.push(v) {
+                    v = back;
+                    std::hint::spin_loop();
+                }
+            }
+            Ok(())
+        });
+        let consumer = s.spawn(|| -> Result<(Duration, u64), String> {
+            let pinned = pin(0);
+            start.wait();
+            pinned?;
+            let t = Instant::now();
+            let (mut got, mut sum) = (0u64, 0u64);
+            while got < items {
+                match q.pop() {
+                    Some(v) => {
+                        got += 1;
+                        sum = sum.wrapping_add(v);
+                    }
+                    None => std::hint::spin_loop(),
+                }
+            }
+            Ok((t.elapsed(), sum))
+        });
+        let (elapsed, sum) = consumer.join().map_err(|_| "consumer panicked")??;
+        producer.join().map_err(|_| "producer panicked")??;
+        if sum != items * (items + 1) / 2 {
+            return Err(format!("{}: lost or doubled items", q.name()));
+        }
+        Ok(elapsed.as_nanos() as f64 / items as f64)
+    })
+}
+
+/// Nanoseconds per push-then-pop pair on one thread.
+pub fn same_thread_ns_per_pair(q: &dyn Mpsc, pairs: u64) -> f64 {
+    let t = Instant::now();
+    let mut sum = 0u64;
+    for v in 0..pairs {
+        let pushed = q.push(v).is_ok();
+        debug_assert!(pushed, "an empty queue takes a value");
+        sum = sum.wrapping_add(q.pop().unwrap_or(0));
+    }
+    std::hint::black_box(sum);
+    t.elapsed().as_nanos() as f64 / pairs as f64
+}
+
+/// One thread's part of a scaling run.
+#[derive(Clone, Copy, Debug)]
+pub struct CoreRun {
+    /// Refreshes done.
+    pub ops: u64,
+    /// Time they took.
+    pub elapsed: Duration,
+    /// Schedules that found a full inbox and were retried.
+    pub inbox_full_retries: u64,
+}
+
+impl CoreRun {
+    /// Refreshes per second.
+    pub fn ops_per_sec(&self) -> f64 {
+        self.ops as f64 / self.elapsed.as_secs_f64()
+    }
+}
+
+fn keepalive_delay(rng: &mut SplitMix64) -> Duration {
+    Duration::from_millis(rng.between(30_000, 60_000))
+}
+
+/// Schedules `value` on `target` through `remote`, turning `base` while that inbox is full.
+fn schedule_remote(
+    base: &mut tickwheel_percpu::Base<u64>,
+    remote: &tickwheel_percpu::Remote<u64>,
+    target: usize,
+    delay: Duration,
+    mut value: u64,
+    retries: &mut u64,
+) -> Result<Handle, String> {
+    loop {
+        match remote.schedule_after(target, delay, value) {
+            Ok(h) => return Ok(h),
+            Err(ScheduleError::InboxFull(v)) => {
+                value = v;
+                *retries += 1;
+                base.turn(|_| {});
+                std::hint::spin_loop();
+            }
+            Err(e) => return Err(format!("remote schedule failed: {e}")),
+        }
+    }
+}
+
+/// Counts this thread in at `arrived` and waits for all `threads`, turning `base` meanwhile: a
+/// core that waited without draining its inbox would stall every core sending to it.
+fn arrive_turning(base: &mut tickwheel_percpu::Base<u64>, arrived: &AtomicUsize, threads: usize) {
+    // Release/Acquire: what a thread did before arriving is visible to those that see the count.
+    arrived.fetch_add(1, Ordering::Release);
+    while arrived.load(Ordering::Acquire) < threads {
+        base.turn(|_| {});
+        std::hint::spin_loop();
+    }
+}
+
+/// Runs the keepalive load on `threads` pinned cores, each with its own base, `remote_share` of
+/// connections having their timer on the next core. Returns each thread's figures.
+pub fn keepalive_scaling(
+    threads: usize,
+    remote_share: f64,
+    per_core: usize,
+    ops_per_thread: u64,
+    seed: u64,
+) -> Result<Vec<CoreRun>, String> {
+    if threads == 0 || threads > available_cores() {
+        return Err(format!("{threads} threads on {} cores", available_cores()));
+    }
+    let config = Config {
+        mode: Mode::Coarse,
+        ..Config::default()
+    };
+    let (bases, remote) =
+        tickwheel_percpu::bases::<u64>(threads, config).map_err(|e| format!("bases: {e}"))?;
+    let populated = AtomicUsize::new(0);
+    let finished = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        let workers: Vec<_> = bases
+            .into_iter()
+            .enumerate()
+            .map(|(t, mut base)| {
+                let remote = remote.clone();
+                let (populated, finished) = (&populated, &finished);
+                s.spawn(move || -> Result<CoreRun, String> {
+                    let pinned = pin(t);
+                    let mut rng = SplitMix64::new(seed ^ (t as u64 + 1).wrapping_mul(0x9E37));
+                    let next = (t + 1) % threads;
+                    let mut retries = 0u64;
+                    let mut handles = Vec::with_capacity(per_core);
+                    let setup = pinned.and_then(|()| {
+                        for i in 0..per_core as u64 {
+                            let delay = keepalive_delay(&mut rng);
+                            let away = threads > 1
+                                && (rng.below(1 << 20) as f64) < remote_share * f64::from(1 << 20);
+                            let h = if away {
+                                schedule_remote(&mut base, &remote, next, delay, i, &mut retries)?
+                            } else {
+                                base.schedule_after(delay, i)
+                                    .map_err(|e| format!("schedule: {e}"))?
+                            };
+                            handles.push(h);
+                            if i % 64 == 0 {
+                                base.turn(|_| {});
+                            }
+                        }
+                        Ok(())
+                    });
+                    // Everyone arrives, even a thread that failed, so none waits forever.
+                    arrive_turning(&mut base, populated, threads);
+                    let start = Instant::now();
+                    let refreshed = setup.and_then(|()| {
+                        for op in 0..ops_per_thread {
+                            let i = rng.below(per_core as u64) as usize;
+                            let delay = keepalive_delay(&mut rng);
+                            let h = handles[i];
+                            if h.base() == t {
+                                if !base.reset_after(h, delay) {
+                                    return Err(format!("core {t}: own timer {i} was not pending"));
+                                }
+                            } else {
+                                handles[i] = match remote.reschedule_after(h, delay, i as u64) {
+                                    Ok(h) => h,
+                                    Err(RescheduleError::Schedule(e)) if e.is_inbox_full() => {
+                                        retries += 1;
+                                        let target = h.base();
+                                        let v = e.into_inner();
+                                        schedule_remote(
+                                            &mut base,
+                                            &remote,
+                                            target,
+                                            delay,
+                                            v,
+                                            &mut retries,
+                                        )?
+                                    }
+                                    Err(_) => {
+                                        return Err(format!("core {t}: remote timer {i} lost"));
+                                    }
+                                };
+                            }
+                            if op % 64 == 63 {
+                                base.turn(|_| {});
+                            }
+                        }
+                        Ok(())
+                    });
+                    let elapsed = start.elapsed();
+                    arrive_turning(&mut base, finished, threads);
+                    base.turn(|_| {});
+                    refreshed?;
+                    Ok(CoreRun {
+                        ops: ops_per_thread,
+                        elapsed,
+                        inbox_full_retries: retries,
+                    })
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| {
+                w.join()
+                    .map_err(|_| "a scaling thread panicked".to_string())?
+            })
+            .collect()
+    })
+}
+
+/// Percentiles of a set of lateness samples.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LatenessSummary {
+    /// Samples.
+    pub count: usize,
+    /// Median.
+    pub p50: Duration,
+    /// 99th percentile.
+    pub p99: Duration,
+    /// Largest.
+    pub max: Duration,
+}
+
+/// Exact percentiles (nearest rank) of `samples`.
+pub fn summarize(samples: &mut [Duration]) -> Option<LatenessSummary> {
+    if samples.is_empty() {
+        return None;
+    }
+    samples.sort_unstable();
+    let rank =
+        |p: f64| samples[((p * samples.len() as f64).ceil() as usize).clamp(1, samples.len()) - 1];
+    Some(LatenessSummary {
+        count: samples.len(),
+        p50: rank(0.50),
+        p99: rank(0.99),
+        max: samples[samples.len() - 1],
+    })
+}
+
+/// Delays of the timeliness runs: one to ten milliseconds.
+fn timeliness_delays(timers: usize, seed: u64) -> Vec<Duration> {
+    let mut rng = SplitMix64::new(seed);
+    (0..timers)
+        .map(|_| Duration::from_micros(rng.between(1_000, 10_000)))
+        .collect()
+}
+
+/// Lateness of the per-core timerfd driver: one base, one timer at a time, parked on its fd.
+/// Also returns the base's own lateness statistics.
+pub fn driver_lateness(
+    mode: Mode,
+    tick: Duration,
+    timers: usize,
+    seed: u64,
+) -> Result<(LatenessSummary, tickwheel_percpu::Lateness), String> {
+    pin(0)?;
+    let config = Config {
+        mode,
+        tick,
+        ..Config::default()
+    };
+    let (mut bases, _remote) =
+        tickwheel_percpu::bases::<u64>(1, config).map_err(|e| e.to_string())?;
+    let mut base = bases.pop().ok_or("no base")?;
+    let mut samples = Vec::with_capacity(timers);
+    for (i, delay) in timeliness_delays(timers, seed).into_iter().enumerate() {
+        let deadline = Instant::now() + delay;
+        base.schedule_after(delay, i as u64)
+            .map_err(|e| format!("schedule: {e}"))?;
+        let mut fired = false;
+        while !fired {
+            base.park(Some(Duration::from_millis(100)))
+                .map_err(|e| format!("park: {e}"))?;
+            base.turn(|_| {
+                samples.push(Instant::now().saturating_duration_since(deadline));
+                fired = true;
+            });
+        }
+    }
+    let own = base.stats().lateness;
+    Ok((summarize(&mut samples).ok_or("no samples")?, own))
+}
+
+/// Lateness of a bare `timerfd` armed at each deadline: the floor on this machine.
+pub fn timerfd_floor(timers: usize, seed: u64) -> Result<LatenessSummary, String> {
+    pin(0)?;
+    let fd = raw::TimerFd::new().map_err(|e| format!("timerfd: {e}"))?;
+    let mut samples = Vec::with_capacity(timers);
+    for delay in timeliness_delays(timers, seed) {
+        let (now, now_ns) = raw::now_pair().map_err(|e| format!("clock: {e}"))?;
+        let deadline = now + delay;
+        fd.arm_at_ns(now_ns + delay.as_nanos() as u64)
+            .map_err(|e| format!("arm: {e}"))?;
+        fd.wait().map_err(|e| format!("read: {e}"))?;
+        samples.push(Instant::now().saturating_duration_since(deadline));
+    }
+    summarize(&mut samples).ok_or_else(|| "no samples".into())
+}
+
+/// The three syscalls the floor needs, each wrapped once.
+mod raw {
+    use std::io;
+    use std::time::Instant;
+
+    fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
+        if ret < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(ret)
+        }
+    }
+
+    /// `CLOCK_MONOTONIC` in nanoseconds, with the `Instant` read just before it (std's `Instant`
+    /// is the same clock on Linux; the two reads are tens of nanoseconds apart).
+    pub(super) fn now_pair() -> io::Result<(Instant, u64)> {
+        let instant = Instant::now();
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
+        check(unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) })?;
+        Ok((
+            instant,
+            ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64,
+        ))
+    }
+
+    /// An owned `timerfd` on `CLOCK_MONOTONIC`.
+    pub(super) struct TimerFd(libc::c_int);
+
+    impl TimerFd {
+        pub(super) fn new() -> io::Result<Self> {
+            // SAFETY: plain syscall with constant flags; the result is checked.
+            let fd =
+                check(unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_CLOEXEC) })?;
+            Ok(TimerFd(fd))
+        }
+
+        /// Arms a one-shot expiry at absolute `CLOCK_MONOTONIC` nanoseconds.
+        pub(super) fn arm_at_ns(&self, at_ns: u64) -> io::Result<()> {
+            let spec = libc::itimerspec {
+                it_interval: libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                },
+                it_value: libc::timespec {
+                    tv_sec: (at_ns / 1_000_000_000) as libc::time_t,
+                    tv_nsec: (at_ns % 1_000_000_000) as libc::c_long,
+                },
+            };
+            // SAFETY: `self.0` is an open timerfd we own; `spec` is valid for reading and the old
+            // value pointer may be null.
+            check(unsafe {
+                libc::timerfd_settime(self.0, libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut())
+            })?;
+            Ok(())
+        }
+
+        /// Blocks until the timer has expired.
+        pub(super) fn wait(&self) -> io::Result<()> {
+            let mut expirations = 0u64;
+            loop {
+                // SAFETY: `self.0` is an open timerfd; the buffer is 8 writable bytes, the size a
+                // timerfd read returns.
+                let n = unsafe { libc::read(self.0, (&mut expirations as *mut u64).cast(), 8) };
+                if n == 8 {
+                    return Ok(());
+                }
+                let err = io::Error::last_os_error();
+                if err.kind() != io::ErrorKind::Interrupted {
+                    return Err(err);
+                }
+            }
+        }
+    }
+
+    impl Drop for TimerFd {
+        fn drop(&mut self) {
+            // SAFETY: we own the descriptor and close it once.
+            unsafe { libc::close(self.0) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let mut v: Vec<Duration> = (1..=100).rev().map(Duration::from_micros).collect();
+        let s = summarize(&mut v).expect("samples");
+        assert_eq!(s.p50, Duration::from_micros(50));
+        assert_eq!(s.p99, Duration::from_micros(99));
+        assert_eq!(s.max, Duration::from_micros(100));
+        assert_eq!(summarize(&mut []), None);
+    }
+
+    #[test]
+    fn every_queue_is_fifo_on_one_thread() {
+        for q in queues() {
+            for v in 0..10 {
+                assert_eq!(q.push(v), Ok(()), "{}", q.name());
+            }
+            for v in 0..10 {
+                assert_eq!(q.pop(), Some(v), "{}", q.name());
+            }
+            assert_eq!(q.pop(), None);
+        }
+    }
+
+    #[test]
+    fn timerfd_floor_measures_every_timer() {
+        let s = timerfd_floor(3, 1).expect("timerfd works here");
+        assert_eq!(s.count, 3);
+    }
+}
