@@ -34,8 +34,10 @@ pub enum Workload {
     Insert,
     /// Cancel all `n` armed timers in random order.
     Cancel,
-    /// Re-arm random armed keepalive timers (of `n`) while the clock moves forward.
+    /// Re-arm random armed timers (of `n`) to 30-60 s out while the clock moves forward.
     Reset,
+    /// The keepalive refresh: re-arm random armed timers to a fixed idle timeout past now.
+    Refresh,
     /// Fire all `n` timers, waking at each `next_expiry` like an event loop.
     Fire,
     /// Ask `next_expiry` repeatedly with `n` armed.
@@ -46,10 +48,11 @@ pub enum Workload {
 
 impl Workload {
     /// Every workload, table order.
-    pub const ALL: [Workload; 6] = [
+    pub const ALL: [Workload; 7] = [
         Workload::Insert,
         Workload::Cancel,
         Workload::Reset,
+        Workload::Refresh,
         Workload::Fire,
         Workload::NextExpiry,
         Workload::CatchUp,
@@ -61,6 +64,7 @@ impl Workload {
             Workload::Insert => "insert",
             Workload::Cancel => "cancel",
             Workload::Reset => "reset",
+            Workload::Refresh => "refresh",
             Workload::Fire => "fire",
             Workload::NextExpiry => "next_expiry",
             Workload::CatchUp => "catch_up",
@@ -72,7 +76,8 @@ impl Workload {
         match self {
             Workload::Insert => "ns per insert",
             Workload::Cancel => "ns per cancel",
-            Workload::Reset => "ns per reset (clock moving)",
+            Workload::Reset => "ns per reset to 30-60 s out (clock moving)",
+            Workload::Refresh => "ns per keepalive refresh to now + 30 s (clock moving)",
             Workload::Fire => "ns per fired timer (stepping)",
             Workload::NextExpiry => "ns per next_expiry",
             Workload::CatchUp => "ns per fired timer (one jump)",
@@ -85,6 +90,7 @@ impl Workload {
             Workload::Insert => insert(make(), n, seed),
             Workload::Cancel => cancel(make(), n, seed),
             Workload::Reset => reset(make(), n, seed),
+            Workload::Refresh => refresh(make(), n, seed),
             Workload::Fire => fire(make(), n, seed),
             Workload::NextExpiry => next_expiry(make(), n, seed),
             Workload::CatchUp => catch_up(make(), n, seed),
@@ -222,6 +228,33 @@ fn reset<Q: Timers>(mut q: Q, n: usize, seed: u64) -> Outcome {
     let deadlines = keepalive_deadlines(n, seed);
     let mut ids = populate(&mut q, &deadlines);
     let plan = refresh_plan(n, refresh_count(n), seed);
+    let (elapsed, checksum) = timed(&mut q, |q| {
+        keepalive_phase(q, &mut ids, &plan, resets_per_tick(plan.len()))
+    });
+    assert_eq!(q.len(), n);
+    Outcome {
+        elapsed,
+        ops: plan.len() as u64,
+        checksum,
+    }
+}
+
+/// The keepalive refresh as a server does it: every connection's idle timer sits at its last
+/// activity plus [`KEEP_MIN`] (activity spread over the last 10 s), and a request pushes it to
+/// now plus the same timeout, so a refresh always moves a timer later.
+fn refresh<Q: Timers>(mut q: Q, n: usize, seed: u64) -> Outcome {
+    let mut rng = SplitMix64::new(seed);
+    let deadlines: Vec<u64> = (0..n)
+        .map(|_| rng.between(KEEP_MIN - 10_000, KEEP_MIN))
+        .collect();
+    let mut ids = populate(&mut q, &deadlines);
+    let plan: Vec<Refresh> = refresh_plan(n, refresh_count(n), seed)
+        .into_iter()
+        .map(|r| Refresh {
+            delay: KEEP_MIN as u32,
+            ..r
+        })
+        .collect();
     let (elapsed, checksum) = timed(&mut q, |q| {
         keepalive_phase(q, &mut ids, &plan, resets_per_tick(plan.len()))
     });
