@@ -224,30 +224,19 @@ fn cancel<Q: Timers>(mut q: Q, n: usize, seed: u64) -> Outcome {
     }
 }
 
-fn reset<Q: Timers>(mut q: Q, n: usize, seed: u64) -> Outcome {
-    let deadlines = keepalive_deadlines(n, seed);
-    let mut ids = populate(&mut q, &deadlines);
+fn reset<Q: Timers>(q: Q, n: usize, seed: u64) -> Outcome {
     let plan = refresh_plan(n, refresh_count(n), seed);
-    let (elapsed, checksum) = timed(&mut q, |q| {
-        keepalive_phase(q, &mut ids, &plan, resets_per_tick(plan.len()))
-    });
-    assert_eq!(q.len(), n);
-    Outcome {
-        elapsed,
-        ops: plan.len() as u64,
-        checksum,
-    }
+    refresh_run(q, &keepalive_deadlines(n, seed), &plan)
 }
 
 /// The keepalive refresh as a server does it: every connection's idle timer sits at its last
 /// activity plus [`KEEP_MIN`] (activity spread over the last 10 s), and a request pushes it to
 /// now plus the same timeout, so a refresh always moves a timer later.
-fn refresh<Q: Timers>(mut q: Q, n: usize, seed: u64) -> Outcome {
+fn refresh<Q: Timers>(q: Q, n: usize, seed: u64) -> Outcome {
     let mut rng = SplitMix64::new(seed);
     let deadlines: Vec<u64> = (0..n)
         .map(|_| rng.between(KEEP_MIN - 10_000, KEEP_MIN))
         .collect();
-    let mut ids = populate(&mut q, &deadlines);
     let plan: Vec<Refresh> = refresh_plan(n, refresh_count(n), seed)
         .into_iter()
         .map(|r| Refresh {
@@ -255,10 +244,16 @@ fn refresh<Q: Timers>(mut q: Q, n: usize, seed: u64) -> Outcome {
             ..r
         })
         .collect();
+    refresh_run(q, &deadlines, &plan)
+}
+
+/// Arms `deadlines` (untimed), then times the keepalive phase of `plan`.
+fn refresh_run<Q: Timers>(mut q: Q, deadlines: &[u64], plan: &[Refresh]) -> Outcome {
+    let mut ids = populate(&mut q, deadlines);
     let (elapsed, checksum) = timed(&mut q, |q| {
-        keepalive_phase(q, &mut ids, &plan, resets_per_tick(plan.len()))
+        keepalive_phase(q, &mut ids, plan, resets_per_tick(plan.len()))
     });
-    assert_eq!(q.len(), n);
+    assert_eq!(q.len(), deadlines.len());
     Outcome {
         elapsed,
         ops: plan.len() as u64,
