@@ -43,7 +43,7 @@ pub mod sync {
 const NATIVE_RUNS: usize = 300;
 
 /// Runs `body` under loom (every interleaving up to the preemption bound; `LOOM_MAX_PREEMPTIONS`,
-/// default 2) or, natively, [`NATIVE_RUNS`] times. Returns how many executions ran.
+/// default 2) or, natively, `NATIVE_RUNS` (300) times. Returns how many executions ran.
 pub fn model<F>(body: F) -> usize
 where
     F: Fn() + Send + Sync + 'static,
