@@ -36,7 +36,8 @@
 //!
 //! ## Given up
 //! - Exact `next_expiry` reports a slot's start on levels above 0 (the wheel wakes to cascade),
-//!   so a caller sleeping until it may find nothing due; Coarse reports exact bucket expiries.
+//!   and on level 0 a slot whose timers were all pushed back by `reset`, so a caller sleeping
+//!   until it may find nothing due; Coarse reports exact bucket expiries.
 //! - After an overflow timer is cancelled, `overflow_bound` may be stale (too early) until the
 //!   next sweep; the sweep that finds nothing costs one walk of the overflow list.
 //! - A sweep walks the whole overflow list. It is meant for rare, very long timers.
@@ -233,6 +234,12 @@ impl<T> Wheel<T> {
     pub fn poll(&mut self, now: u64) -> Option<(TimerId, T)> {
         if now < self.clock {
             return None;
+        }
+        if self.mode == Mode::Coarse && now > self.clock {
+            // Move the clock first, even with timers still to hand out: a timer inserted or
+            // reset during this drain is then placed relative to `now`, and is due if its
+            // deadline is.
+            self.advance_coarse(now);
         }
         loop {
             let due = self.slab.pop_candidate(self.due_bucket());

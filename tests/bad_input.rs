@@ -212,3 +212,24 @@ fn an_exact_reset_to_a_later_deadline_is_deferred_and_still_exact() {
     assert_eq!(wheel.stats().resets_deferred, 3);
     assert_eq!(wheel.poll(300_010), Some((id, 'e')));
 }
+
+#[test]
+fn a_timer_added_while_due_ones_are_handed_out_joins_the_same_drain() {
+    for mode in MODES {
+        let mut wheel = Wheel::new(mode);
+        let a = wheel.insert(0, 'a').unwrap();
+        let later = wheel.insert(5_000, 'r').unwrap();
+        let mut fired = Vec::new();
+        while let Some((id, v)) = wheel.poll(100) {
+            fired.push(v);
+            if id == a {
+                // The first poll handed out a timer that was already due; the clock must
+                // still count as 100 for what is added now.
+                wheel.insert(100, 'b').unwrap();
+                assert!(wheel.reset(later, 99));
+            }
+        }
+        fired.sort();
+        assert_eq!(fired, ['a', 'b', 'r'], "{mode:?}");
+    }
+}

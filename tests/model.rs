@@ -269,6 +269,9 @@ impl Harness {
             if self.rng.chance(3) {
                 self.cancel();
             }
+            if self.rng.chance(3) {
+                self.reset_during_drain(target);
+            }
         }
         assert_eq!(
             self.wheel.now(),
@@ -284,11 +287,39 @@ impl Harness {
         self.check_next_expiry(target >= before);
     }
 
+    /// A deadline from just before the clock up to `target`: due in a drain to `target`.
+    fn due_deadline(&mut self, target: u64) -> u64 {
+        let low = self.wheel.now().saturating_sub(2);
+        low + self.rng.below((target - low).saturating_add(1))
+    }
+
+    /// A timer reset during a drain to a deadline `<= now` comes out of the same drain.
+    fn reset_during_drain(&mut self, target: u64) {
+        let Some(id) = self.pick() else { return };
+        let clock = self.wheel.now();
+        let deadline = self.due_deadline(target);
+        let live = self.model.contains_key(&id);
+        assert_eq!(
+            self.wheel.reset(id, deadline),
+            live,
+            "reset {id:?} during a drain"
+        );
+        if live {
+            let expiry = self.wheel.expiry(id).unwrap();
+            assert!(
+                expiry <= target,
+                "reset during the drain to {target}, expires at {expiry}"
+            );
+            self.expect_placed(id, clock, deadline);
+            self.model.get_mut(&id).unwrap().expiry = expiry;
+            self.mark_far(id, clock, deadline);
+        }
+    }
+
     /// A timer inserted during a drain with a deadline `<= now` comes out of the same drain.
     fn insert_during_drain(&mut self, target: u64) {
         let clock = self.wheel.now();
-        let deadline =
-            clock.saturating_sub(2) + self.rng.below(target - clock.saturating_sub(2) + 1);
+        let deadline = self.due_deadline(target);
         let value = self.next_value;
         self.next_value += 1;
         let id = self.wheel.insert(deadline, value).unwrap();

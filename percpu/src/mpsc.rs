@@ -21,7 +21,8 @@
 //! - Likewise `push` may report full while a consumer is between taking a value and releasing the
 //!   cell.
 //! - The base uses one consumer, but `pop` is safe for several (one CAS on `head`); the free-slot
-//!   ring in `protocol::slots` uses that.
+//!   reserve (`Shared::reserve` in `remote.rs`), popped by remote schedulers and the owner, uses
+//!   that.
 //!
 //! Every atomic comes from the crate's `sync` shim, so loom checks this queue.
 

@@ -126,8 +126,11 @@ impl<T> Shared<T> {
     /// Returns a reserve slot we took but did not use.
     fn give_back(&self, mut slot: u32) {
         let backoff = Backoff::new();
-        // The ring has room for twice the refill target, so this loops only in a pathological
-        // race with very many remote threads; the owner drains nothing from it, remotes do.
+        // The ring has room for twice the refill target. It can be full here only if the owner
+        // refilled it while other remote threads held slots they took from it; then this waits
+        // until some schedule (remote, or the owner's own when its private list is empty) takes
+        // a slot out. With a tiny inbox on an otherwise quiet base that wait is unbounded; the
+        // fix (a return path that cannot be full) is left for later.
         while let Err(s) = self.reserve.push(slot) {
             slot = s;
             backoff.snooze();
