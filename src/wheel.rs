@@ -11,9 +11,10 @@
 //! - Exact goes event by event, in time order: the earliest occupied slot is frozen (level 0) or
 //!   cascaded (higher levels), the overflow list swept at the start of its top-level block, and
 //!   `clock` set to each event's tick. This keeps the drain in expiry order.
-//! - Coarse has no order to keep, so it sets `clock = now` at once and freezes every bucket whose
-//!   expiry is `<= now` on every level, then sweeps the overflow list if it is near. A timer
-//!   inserted during the drain with a deadline `<= now` is then simply due.
+//! - Coarse has no order to keep, so the first poll of a drain sets `clock = now` before handing
+//!   out anything, freezes every bucket whose expiry is `<= now` on every level, and sweeps the
+//!   overflow list if it is near. A timer inserted or reset during the drain with a deadline
+//!   `<= now` is then simply due.
 //!
 //! Either way the next bucket is found from the bitmaps in O(levels), so a jump of any length
 //! costs O(occupied buckets + timers moved), never O(ticks).
@@ -21,9 +22,9 @@
 //! ## Invariants (checked by `check_invariants` and debug assertions)
 //! - Never early: a timer fires only when `clock >= expiry`, and `expiry >= deadline`.
 //! - Every timer in a wheel bucket has `expiry >= clock`.
-//! - Exact: a timer on level `n` shares every digit above `n` with `clock`, and its digit `n` is
-//!   not below clock's. So the lowest non-empty level holds the earliest event, and timers leave
-//!   a drain in non-decreasing expiry order. Each cascade lowers a level: at most `levels - 1`
+//! - Exact: a slot on level `n` shares every digit above `n` with `clock`, its index is not below
+//!   clock's digit `n`, and its timers expire at or after its start. So the lowest non-empty level
+//!   holds the earliest event, and timers leave a drain in non-decreasing expiry order. Each cascade lowers a level: at most `levels - 1`
 //!   per placement. A reset to a later deadline leaves the timer where it is (its slot then comes
 //!   due no later than the timer), and the drain places it again when the slot comes due.
 //! - Coarse: a timer's bucket never changes once placed (no cascading). On level `n` the occupied
