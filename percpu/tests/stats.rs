@@ -38,15 +38,21 @@ fn counters_add_up() {
     assert_eq!(all[1].stats(), Default::default());
 }
 
-#[test]
-fn lateness_is_fire_time_minus_deadline_tick() {
+/// One Exact base on a manual clock.
+fn exact_manual_base() -> (ManualClock, Vec<tickwheel_percpu::Base<u32>>) {
     let clock = ManualClock::new();
     let config = Config {
         mode: Mode::Exact,
         clock: ClockSource::Manual(clock.clone()),
         ..Config::default()
     };
-    let (mut all, _) = bases::<u32>(1, config).unwrap();
+    let (all, _) = bases::<u32>(1, config).unwrap();
+    (clock, all)
+}
+
+#[test]
+fn lateness_is_fire_time_minus_deadline_tick() {
+    let (clock, mut all) = exact_manual_base();
     let base = &mut all[0];
     base.schedule_after(Duration::from_millis(1), 1).unwrap();
     base.schedule_after(Duration::from_millis(2), 2).unwrap();
@@ -65,13 +71,7 @@ fn lateness_is_fire_time_minus_deadline_tick() {
 
 #[test]
 fn exact_mode_counts_cascades() {
-    let clock = ManualClock::new();
-    let config = Config {
-        mode: Mode::Exact,
-        clock: ClockSource::Manual(clock.clone()),
-        ..Config::default()
-    };
-    let (mut all, _) = bases::<u32>(1, config).unwrap();
+    let (clock, mut all) = exact_manual_base();
     let base = &mut all[0];
     // Far enough to sit on a higher level and cascade down before firing.
     base.schedule_after(Duration::from_secs(100), 1).unwrap();
