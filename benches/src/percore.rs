@@ -12,7 +12,7 @@
 //! - Scaling: each thread owns one base holding `per_core` keepalive timers (30 to 60 s out) and
 //!   refreshes random ones. A share of its connections have their timer on the next core's base
 //!   (scheduled there through the `Remote`): refreshing one of those is a cross-core
-//!   `reschedule_after` (cancel and schedule through that base's inbox). Every 64 refreshes the
+//!   `Remote::reset_after` (in place; a later deadline sends no message). Every 64 refreshes the
 //!   thread turns its base, applying what the other cores sent. Ideal scaling is N times the
 //!   single-core rate.
 //! - Timeliness: timers one to ten milliseconds out, one at a time, on a pinned thread that parks
@@ -27,7 +27,7 @@ use crate::rng::SplitMix64;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Barrier, OnceLock};
 use std::time::{Duration, Instant};
-use tickwheel_percpu::{Config, Handle, Mode, RescheduleError, ScheduleError};
+use tickwheel_percpu::{Config, Handle, Mode, ScheduleError};
 
 /// The cores this process may run on, read once: `core_affinity` reads the calling thread's
 /// mask, which shrinks to one core as soon as that thread is pinned.
@@ -291,26 +291,8 @@ pub fn keepalive_scaling(
                                 if !base.reset_after(h, delay) {
                                     return Err(format!("core {t}: own timer {i} was not pending"));
                                 }
-                            } else {
-                                handles[i] = match remote.reschedule_after(h, delay, i as u64) {
-                                    Ok(h) => h,
-                                    Err(RescheduleError::Schedule(e)) if e.is_inbox_full() => {
-                                        retries += 1;
-                                        let target = h.base();
-                                        let v = e.into_inner();
-                                        schedule_remote(
-                                            &mut base,
-                                            &remote,
-                                            target,
-                                            delay,
-                                            v,
-                                            &mut retries,
-                                        )?
-                                    }
-                                    Err(_) => {
-                                        return Err(format!("core {t}: remote timer {i} lost"));
-                                    }
-                                };
+                            } else if !remote.reset_after(h, delay) {
+                                return Err(format!("core {t}: remote timer {i} lost"));
                             }
                             if op % 64 == 63 {
                                 base.turn(|_| {});

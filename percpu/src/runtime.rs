@@ -7,8 +7,8 @@
 //!
 //! Code running on a runtime thread (a handler, typically) can schedule on its own core without
 //! naming it: [`schedule_after`] and [`current_base`] use a thread-local set when the thread starts.
-//! Such a schedule goes through the base's inbox (the handler runs inside `turn`, which holds the
-//! base), so it is filed at the end of the turn without a syscall.
+//! Such a schedule goes through the base's notice stack (the handler runs inside `turn`, which
+//! holds the base), and the turn leaves the fd readable so the next turn files it at once.
 //!
 //! With a [`crate::ManualClock`] there is no timerfd to wake a parked thread when time is moved
 //! by hand: call `remote().wake(i)` after advancing the clock.
@@ -195,7 +195,7 @@ impl<T> Drop for Runtime<T> {
             // Release: as in `stop_and_join`.
             self.stop.store(true, Ordering::Release);
             for shared in self.remote.group.bases.iter() {
-                shared.notify();
+                shared.wake_owner();
             }
             for t in self.threads.drain(..) {
                 let _ = t.join();
