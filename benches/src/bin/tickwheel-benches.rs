@@ -167,6 +167,11 @@ fn main() {
         println!("{insert} {reset}");
         return;
     }
+    if args.get(1).map(String::as_str) == Some("keepalive") {
+        let report = one_keepalive_run(&args[2..]).unwrap_or_else(|e| die(&e));
+        println!("{report}");
+        return;
+    }
     let plan = parse_args().unwrap_or_else(|e| die(&e));
     let cores = percore::available_cores(); // before any thread is pinned
     eprintln!("{cores} cores available for pinning");
@@ -683,6 +688,49 @@ fn run_scaling(plan: &Plan) -> Vec<Row> {
     rows
 }
 
+/// `keepalive DESIGN THREADS REMOTE_SHARE PER_CORE OPS [SEED]`: one run of the per-core keepalive
+/// load on one design (for instruction counts, or a look at one configuration).
+fn one_keepalive_run(args: &[String]) -> Result<String, String> {
+    use percore::keepalive::{self, Design, Load};
+    let usage = || {
+        let keys: Vec<&str> = Design::ALL.iter().map(|d| d.key()).collect();
+        format!(
+            "usage: keepalive DESIGN THREADS REMOTE_SHARE PER_CORE OPS [SEED]; DESIGN is one of {}",
+            keys.join(", ")
+        )
+    };
+    let (design, rest) = args.split_first().ok_or_else(usage)?;
+    let design =
+        Design::from_key(design).ok_or_else(|| format!("no design {design:?}; {}", usage()))?;
+    let num = |i: usize, what: &str| -> Result<f64, String> {
+        let v = rest.get(i).ok_or_else(usage)?;
+        v.parse().map_err(|e| format!("{what} {v}: {e}"))
+    };
+    if rest.len() > 5 {
+        return Err(usage());
+    }
+    let load = Load {
+        threads: num(0, "THREADS")? as usize,
+        remote_share: num(1, "REMOTE_SHARE")?,
+        per_core: num(2, "PER_CORE")? as usize,
+        ops_per_thread: num(3, "OPS")? as u64,
+        seed: match rest.get(4) {
+            Some(v) => v.parse().map_err(|e| format!("SEED {v}: {e}"))?,
+            None => SEED,
+        },
+    };
+    let run = keepalive::keepalive_scaling(design, &load)?;
+    Ok(format!(
+        "{}: {:.2} M refreshes/s all threads, {:.1} ns/refresh per thread, {:?}, {:?}, {} retries",
+        design.name(),
+        run.aggregate_ops_per_sec() / 1e6,
+        run.ns_per_op(),
+        run.checksum,
+        run.backpressure,
+        run.inbox_full_retries()
+    ))
+}
+
 /// Lateness of the timerfd driver next to a bare timerfd.
 fn run_timeliness(plan: &Plan) -> Vec<Row> {
     let timers = if plan.quick { 20 } else { 400 };
@@ -899,7 +947,7 @@ fn peer_tables(rows: &[Row]) -> String {
             md,
             "### one keepalive refresh, local and remote — ns per refresh on each thread, turns included ({pair} threads; local: 0% remote, remote: 100% remote)\n"
         );
-        md.push_str("| design | timers/core | local | remote | remote / local |\n|---|---|---:|---:|---:|\n");
+        md.push_str("| design | timers/core | local | remote | remote / local | InboxFull (remote) | notices dropped (remote) |\n|---|---|---:|---:|---:|---:|---:|\n");
         for pop in &pops {
             for d in [
                 Design::Percpu,
@@ -912,9 +960,17 @@ fn peer_tables(rows: &[Row]) -> String {
                 if local.is_none() && remote.is_none() {
                     continue;
                 }
+                let (full, dropped) = if d == Design::Percpu {
+                    (
+                        pressure("percore_inbox_full", ALL_REMOTE.1, pop, pair),
+                        pressure("percore_notices_dropped", ALL_REMOTE.1, pop, pair),
+                    )
+                } else {
+                    ("–".to_string(), "–".to_string())
+                };
                 let _ = writeln!(
                     md,
-                    "| {} | {} | {} | {} | {} |",
+                    "| {} | {} | {} | {} | {} | {full} | {dropped} |",
                     d.name(),
                     pop.trim_end_matches(" timers/core"),
                     show(local),
@@ -988,10 +1044,15 @@ fn peer_tables(rows: &[Row]) -> String {
             ("percore_inbox_full", "InboxFull"),
             ("percore_notices_dropped", "dropped cancel notices"),
         ] {
-            // The largest count of any run at this population (every share, every repetition).
+            // The largest count of any run of the table at this population (0%, 10% and 50%
+            // remote, every thread count and repetition; the 100% runs are shown with the cost).
             let worst = rows
                 .iter()
-                .filter(|r| r.section == section && r.series.ends_with(pop.as_str()))
+                .filter(|r| {
+                    r.section == section
+                        && r.series.ends_with(pop.as_str())
+                        && !r.series.starts_with(ALL_REMOTE.1)
+                })
                 .map(|r| r.max)
                 .reduce(f64::max);
             line(

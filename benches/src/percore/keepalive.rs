@@ -95,6 +95,22 @@ impl Design {
         }
     }
 
+    /// Short name for the command line.
+    pub fn key(self) -> &'static str {
+        match self {
+            Design::Percpu => "percpu",
+            Design::StdMutexPerCore => "std-mutex",
+            Design::ParkingLotPerCore => "parking-lot",
+            Design::GlobalMutex => "global-mutex",
+            Design::BareWheel => "bare-wheel",
+        }
+    }
+
+    /// The design whose [`key`](Self::key) is `key`.
+    pub fn from_key(key: &str) -> Option<Design> {
+        Design::ALL.into_iter().find(|d| d.key() == key)
+    }
+
     /// Whether the design can run `load` (the bare wheel has no lock, so one thread only).
     pub fn supports(self, load: &Load) -> bool {
         self != Design::BareWheel || (load.threads == 1 && load.remote_share == 0.0)
@@ -421,27 +437,10 @@ fn one_thread<W: Worker>(
     let before = worker.backpressure();
     arrive(&mut worker, &barriers[1], threads);
 
-    let mut retries = 0u64;
-    let mut remote_ops = 0u64;
+    let mut phase = Phase::default();
     let start = Instant::now();
     let refreshed = setup.and_then(|()| {
-        for op in 0..load.ops_per_thread {
-            let i = rng.below(load.per_core as u64) as usize;
-            let delay = keepalive_delay(&mut rng);
-            let h = handles[i];
-            if W::home(&h) == t {
-                if !worker.refresh_local(h, delay) {
-                    return Err(format!("core {t}: own timer {i} was not pending"));
-                }
-            } else {
-                remote_ops += 1;
-                handles[i] = worker.refresh_remote(h, delay, payload(t, i), &mut retries)?;
-            }
-            if op % TURN_EVERY == TURN_EVERY - 1 {
-                worker.turn(&mut checksum);
-            }
-        }
-        Ok(())
+        measured_refreshes(t, &mut worker, &mut rng, &mut handles, load, &mut phase)
     });
     let elapsed = start.elapsed();
     arrive(&mut worker, &barriers[2], threads);
@@ -472,13 +471,56 @@ fn one_thread<W: Worker>(
     Ok(ThreadOut {
         core: CoreRun {
             ops: load.ops_per_thread,
-            remote_ops,
+            remote_ops: phase.remote_ops,
             elapsed,
-            inbox_full_retries: retries,
+            inbox_full_retries: phase.retries,
         },
-        checksum,
+        checksum: {
+            let mut c = checksum;
+            c.add(phase.fired);
+            c
+        },
         backpressure,
     })
+}
+
+/// What the timed phase counts besides time.
+#[derive(Default)]
+struct Phase {
+    remote_ops: u64,
+    retries: u64,
+    fired: Checksum,
+}
+
+/// The timed phase of thread `t`: `ops_per_thread` refreshes of random connections, a turn every
+/// [`TURN_EVERY`]. Not inlined, so an instruction count can be taken of it alone
+/// (`valgrind --tool=callgrind --toggle-collect='*measured_refreshes*'`).
+#[inline(never)]
+fn measured_refreshes<W: Worker>(
+    t: usize,
+    worker: &mut W,
+    rng: &mut SplitMix64,
+    handles: &mut [W::Handle],
+    load: &Load,
+    phase: &mut Phase,
+) -> Result<(), String> {
+    for op in 0..load.ops_per_thread {
+        let i = rng.below(load.per_core as u64) as usize;
+        let delay = keepalive_delay(rng);
+        let h = handles[i];
+        if W::home(&h) == t {
+            if !worker.refresh_local(h, delay) {
+                return Err(format!("core {t}: own timer {i} was not pending"));
+            }
+        } else {
+            phase.remote_ops += 1;
+            handles[i] = worker.refresh_remote(h, delay, payload(t, i), &mut phase.retries)?;
+        }
+        if op % TURN_EVERY == TURN_EVERY - 1 {
+            worker.turn(&mut phase.fired);
+        }
+    }
+    Ok(())
 }
 
 // ---- percpu ----
@@ -973,6 +1015,14 @@ mod tests {
                 assert_eq!(remote, load.ops_per_thread * 2);
             }
         }
+    }
+
+    #[test]
+    fn keys_name_each_design_once() {
+        for d in Design::ALL {
+            assert_eq!(Design::from_key(d.key()), Some(d));
+        }
+        assert_eq!(Design::from_key("percpu-mutex"), None);
     }
 
     #[test]
