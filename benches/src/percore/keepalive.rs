@@ -134,6 +134,7 @@ pub struct Load {
 
 /// One thread's part of a scaling run.
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct CoreRun {
     /// Refreshes done.
     pub ops: u64,
@@ -159,6 +160,7 @@ impl CoreRun {
 
 /// What a run did to its timers; equal across designs for the same [`Load`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Checksum {
     /// Refreshes that found their timer pending.
     pub refreshed: u64,
@@ -179,6 +181,7 @@ impl Checksum {
 /// Cross-core trouble counters of the timed phase, summed over the percpu bases (zero for the
 /// lock-based designs, which have no inbox).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Backpressure {
     /// `BaseStats::inbox_full`: remote schedules refused for a full inbox or reserve.
     pub inbox_full: u64,
@@ -197,6 +200,7 @@ impl Backpressure {
 
 /// A whole scaling run.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Run {
     /// The design measured.
     pub design: Design,
