@@ -570,7 +570,7 @@ fn scaling_threads(cores: usize) -> Vec<usize> {
 /// Rows: `percore_refresh` (percpu, per-core rate, as before), `percore_peers` (every design,
 /// aggregate rate), `percore_ns_per_op` (every design, per thread), and the percpu cross-core
 /// counters of the timed phase (`percore_inbox_full`, `percore_notices_dropped`,
-/// `percore_inbox_retries`).
+/// `percore_inbox_retries`, `percore_stalled_ms`).
 fn run_scaling(plan: &Plan) -> Vec<Row> {
     use percore::keepalive::{self, Design, Load};
     let (populations, ops, reps) = if plan.quick {
@@ -579,6 +579,7 @@ fn run_scaling(plan: &Plan) -> Vec<Row> {
         (vec![10_000, 100_000], 1_000_000, 3)
     };
     let populations = plan.per_core.map_or(populations, |n| vec![n]);
+    let reps = plan.reps.map_or(reps, |r| r.max(1) as u64);
     let cores = percore::available_cores();
     let mut rows = Vec::new();
     for per_core in populations {
@@ -602,7 +603,7 @@ fn run_scaling(plan: &Plan) -> Vec<Row> {
                     .collect();
                 let mut rates = vec![Vec::new(); designs.len()];
                 let mut ns = vec![Vec::new(); designs.len()];
-                let mut pressure = [Vec::new(), Vec::new(), Vec::new()];
+                let mut pressure = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
                 for rep in 0..reps {
                     load.seed = SEED + rep;
                     let mut sums = Vec::new();
@@ -623,6 +624,7 @@ fn run_scaling(plan: &Plan) -> Vec<Row> {
                             pressure[0].push(run.backpressure.inbox_full as f64);
                             pressure[1].push(run.backpressure.notices_dropped as f64);
                             pressure[2].push(run.inbox_full_retries() as f64);
+                            pressure[3].push(run.stalled().as_secs_f64() * 1e3);
                         }
                     }
                     eprintln!("{log}");
@@ -668,6 +670,7 @@ fn run_scaling(plan: &Plan) -> Vec<Row> {
                     "percore_inbox_full",
                     "percore_notices_dropped",
                     "percore_inbox_retries",
+                    "percore_stalled_ms",
                 ]
                 .into_iter()
                 .zip(&pressure)
@@ -677,7 +680,11 @@ fn run_scaling(plan: &Plan) -> Vec<Row> {
                             section,
                             &series,
                             threads as u64,
-                            "count",
+                            if section == "percore_stalled_ms" {
+                                "ms, all threads"
+                            } else {
+                                "count"
+                            },
                             samples,
                         ));
                     }
@@ -721,13 +728,14 @@ fn one_keepalive_run(args: &[String]) -> Result<String, String> {
     };
     let run = keepalive::keepalive_scaling(design, &load)?;
     Ok(format!(
-        "{}: {:.2} M refreshes/s all threads, {:.1} ns/refresh per thread, {:?}, {:?}, {} retries",
+        "{}: {:.2} M refreshes/s all threads, {:.1} ns/refresh per thread, {:?}, {:?}, {} retries, {:.1?} stalled",
         design.name(),
         run.aggregate_ops_per_sec() / 1e6,
         run.ns_per_op(),
         run.checksum,
         run.backpressure,
-        run.inbox_full_retries()
+        run.inbox_full_retries(),
+        run.stalled()
     ))
 }
 
@@ -900,9 +908,9 @@ fn peer_tables(rows: &[Row]) -> String {
             "### per-core keepalive against locks, {pop} — million refreshes per second, all threads together (medians)\n"
         );
         md.push_str(
-            "| threads | remote | percpu | wheel/core + std Mutex | wheel/core + parking_lot | global Mutex | bare Wheel | percpu / std | percpu / parking_lot | percpu scaling | std Mutex scaling | InboxFull | notices dropped |\n",
+            "| threads | remote | percpu | wheel/core + std Mutex | wheel/core + parking_lot | global Mutex | bare Wheel | percpu / std | percpu / parking_lot | percpu scaling | std Mutex scaling | InboxFull | notices dropped | stalled (ms) |\n",
         );
-        md.push_str("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        md.push_str("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for &t in &threads {
             for (_, label) in REMOTE_SHARES {
                 let Some(p) = rate(Design::Percpu, label, pop, t) else {
@@ -923,7 +931,7 @@ fn peer_tables(rows: &[Row]) -> String {
                 };
                 let _ = writeln!(
                     md,
-                    "| {t} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    "| {t} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                     label.trim_start_matches("remote "),
                     report::figure(p),
                     show(std_m),
@@ -936,6 +944,7 @@ fn peer_tables(rows: &[Row]) -> String {
                     scaling(Design::StdMutexPerCore),
                     pressure("percore_inbox_full", label, pop, t),
                     pressure("percore_notices_dropped", label, pop, t),
+                    pressure("percore_stalled_ms", label, pop, t),
                 );
             }
         }

@@ -142,8 +142,8 @@ pub struct CoreRun {
     pub remote_ops: u64,
     /// Time they took.
     pub elapsed: Duration,
-    /// Remote schedules (percpu) that found a full inbox and were retried, in the timed phase.
-    pub inbox_full_retries: u64,
+    /// Remote schedules (percpu) that found a full inbox, in the timed phase.
+    pub stalls: Stalls,
 }
 
 impl CoreRun {
@@ -156,6 +156,18 @@ impl CoreRun {
     pub fn ns_per_op(&self) -> f64 {
         self.elapsed.as_nanos() as f64 / self.ops.max(1) as f64
     }
+}
+
+/// Remote schedules that found a full inbox (percpu only), in the timed phase.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stalls {
+    /// Refused attempts that were retried.
+    pub retries: u64,
+    /// Refreshes that had to retry at least once.
+    pub stalls: u64,
+    /// Time those refreshes spent retrying.
+    pub stalled: Duration,
 }
 
 /// What a run did to its timers; equal across designs for the same [`Load`].
@@ -225,7 +237,12 @@ impl Run {
 
     /// Retried remote schedules, all threads.
     pub fn inbox_full_retries(&self) -> u64 {
-        self.cores.iter().map(|c| c.inbox_full_retries).sum()
+        self.cores.iter().map(|c| c.stalls.retries).sum()
+    }
+
+    /// Time all threads together spent retrying remote schedules.
+    pub fn stalled(&self) -> Duration {
+        self.cores.iter().map(|c| c.stalls.stalled).sum()
     }
 }
 
@@ -324,13 +341,13 @@ trait Worker: Send {
     /// The core `h`'s timer lives on.
     fn home(h: &Self::Handle) -> usize;
 
-    /// Arms `value` on core `target`, `delay` from now. `retries` counts refused attempts.
+    /// Arms `value` on core `target`, `delay` from now. `stalls` counts refused attempts.
     fn schedule(
         &mut self,
         target: usize,
         delay: Duration,
         value: u64,
-        retries: &mut u64,
+        stalls: &mut Stalls,
     ) -> Result<Self::Handle, String>;
 
     /// Re-arms a timer on this thread's own core; false if it was not pending.
@@ -342,7 +359,7 @@ trait Worker: Send {
         h: Self::Handle,
         delay: Duration,
         value: u64,
-        retries: &mut u64,
+        stalls: &mut Stalls,
     ) -> Result<Self::Handle, String>;
 
     /// The core's periodic timer work; adds what fired to `fired`.
@@ -422,7 +439,7 @@ fn one_thread<W: Worker>(
     let mut rng = SplitMix64::new(load.seed ^ (t as u64 + 1).wrapping_mul(0x9E37));
     let next = (t + 1) % threads;
     let mut checksum = Checksum::default();
-    let mut setup_retries = 0u64;
+    let mut setup_stalls = Stalls::default();
     let mut handles = Vec::with_capacity(load.per_core);
     let setup = pinned.and_then(|()| {
         for i in 0..load.per_core {
@@ -430,7 +447,7 @@ fn one_thread<W: Worker>(
             let away =
                 threads > 1 && (rng.below(1 << 20) as f64) < load.remote_share * f64::from(1 << 20);
             let target = if away { next } else { t };
-            handles.push(worker.schedule(target, delay, payload(t, i), &mut setup_retries)?);
+            handles.push(worker.schedule(target, delay, payload(t, i), &mut setup_stalls)?);
             if i % TURN_EVERY as usize == 0 {
                 worker.turn(&mut checksum);
             }
@@ -477,7 +494,7 @@ fn one_thread<W: Worker>(
             ops: load.ops_per_thread,
             remote_ops: phase.remote_ops,
             elapsed,
-            inbox_full_retries: phase.retries,
+            stalls: phase.stalls,
         },
         checksum: {
             let mut c = checksum;
@@ -492,7 +509,7 @@ fn one_thread<W: Worker>(
 #[derive(Default)]
 struct Phase {
     remote_ops: u64,
-    retries: u64,
+    stalls: Stalls,
     fired: Checksum,
 }
 
@@ -518,7 +535,7 @@ fn measured_refreshes<W: Worker>(
             }
         } else {
             phase.remote_ops += 1;
-            handles[i] = worker.refresh_remote(h, delay, payload(t, i), &mut phase.retries)?;
+            handles[i] = worker.refresh_remote(h, delay, payload(t, i), &mut phase.stalls)?;
         }
         if op % TURN_EVERY == TURN_EVERY - 1 {
             worker.turn(&mut phase.fired);
@@ -542,14 +559,22 @@ fn schedule_remote(
     target: usize,
     delay: Duration,
     mut value: u64,
-    retries: &mut u64,
+    stalls: &mut Stalls,
 ) -> Result<Handle, String> {
+    let mut since: Option<Instant> = None;
     loop {
         match remote.schedule_after(target, delay, value) {
-            Ok(h) => return Ok(h),
+            Ok(h) => {
+                if let Some(t) = since {
+                    stalls.stalls += 1;
+                    stalls.stalled += t.elapsed();
+                }
+                return Ok(h);
+            }
             Err(ScheduleError::InboxFull(v)) => {
                 value = v;
-                *retries += 1;
+                since.get_or_insert_with(Instant::now);
+                stalls.retries += 1;
                 base.turn(|_| {});
                 std::hint::spin_loop();
             }
@@ -561,7 +586,8 @@ fn schedule_remote(
 /// The cross-core keepalive refresh of the percpu design: its one call site.
 ///
 /// Today a remote re-arm is `Remote::reschedule_after` (cancel, then schedule a new timer through
-/// the owner's inbox, retried while that inbox is full), which hands out a new handle. An
+/// the owner's inbox, retried while that inbox is full: a stall, counted in `stalls`), which
+/// hands out a new handle. An
 /// in-place re-arm (`Remote::reset_after(h, delay) -> bool`, same handle) replaces the `match`
 /// below with `remote.reset_after(h, delay).then_some(h).ok_or_else(..)`.
 pub fn refresh_remote_percpu(
@@ -570,15 +596,21 @@ pub fn refresh_remote_percpu(
     h: Handle,
     delay: Duration,
     value: u64,
-    retries: &mut u64,
+    stalls: &mut Stalls,
 ) -> Result<Handle, String> {
     let me = base.index();
     match remote.reschedule_after(h, delay, value) {
         Ok(h) => Ok(h),
         Err(RescheduleError::Schedule(e)) if e.is_inbox_full() => {
-            *retries += 1;
+            let start = Instant::now();
+            stalls.retries += 1;
+            let mut after = Stalls::default();
             let v = e.into_inner();
-            schedule_remote(base, remote, h.base(), delay, v, retries)
+            let h = schedule_remote(base, remote, h.base(), delay, v, &mut after)?;
+            stalls.retries += after.retries;
+            stalls.stalls += 1;
+            stalls.stalled += start.elapsed();
+            Ok(h)
         }
         Err(_) => Err(format!("core {me}: remote timer on base {} lost", h.base())),
     }
@@ -596,14 +628,14 @@ impl Worker for PercpuWorker {
         target: usize,
         delay: Duration,
         value: u64,
-        retries: &mut u64,
+        stalls: &mut Stalls,
     ) -> Result<Handle, String> {
         if target == self.base.index() {
             self.base
                 .schedule_after(delay, value)
                 .map_err(|e| format!("schedule: {e}"))
         } else {
-            schedule_remote(&mut self.base, &self.remote, target, delay, value, retries)
+            schedule_remote(&mut self.base, &self.remote, target, delay, value, stalls)
         }
     }
 
@@ -616,9 +648,9 @@ impl Worker for PercpuWorker {
         h: Handle,
         delay: Duration,
         value: u64,
-        retries: &mut u64,
+        stalls: &mut Stalls,
     ) -> Result<Handle, String> {
-        refresh_remote_percpu(&mut self.base, &self.remote, h, delay, value, retries)
+        refresh_remote_percpu(&mut self.base, &self.remote, h, delay, value, stalls)
     }
 
     fn turn(&mut self, fired: &mut Checksum) {
@@ -781,7 +813,7 @@ impl<L: Lock> Worker for PerCoreWorker<'_, L> {
         target: usize,
         delay: Duration,
         value: u64,
-        _retries: &mut u64,
+        _stalls: &mut Stalls,
     ) -> Result<Placed, String> {
         let deadline = self.clock.deadline(delay);
         self.wheels[target].with(|w| insert_placed(w, deadline, value, target))
@@ -797,7 +829,7 @@ impl<L: Lock> Worker for PerCoreWorker<'_, L> {
         h: Placed,
         delay: Duration,
         _value: u64,
-        _retries: &mut u64,
+        _stalls: &mut Stalls,
     ) -> Result<Placed, String> {
         let deadline = self.clock.deadline(delay);
         if self.wheels[h.home as usize].with(|w| w.reset(h.id, deadline)) {
@@ -846,7 +878,7 @@ impl Worker for GlobalWorker<'_> {
         target: usize,
         delay: Duration,
         value: u64,
-        _retries: &mut u64,
+        _stalls: &mut Stalls,
     ) -> Result<Placed, String> {
         let deadline = self.clock.deadline(delay);
         self.wheel
@@ -863,7 +895,7 @@ impl Worker for GlobalWorker<'_> {
         h: Placed,
         delay: Duration,
         _value: u64,
-        _retries: &mut u64,
+        _stalls: &mut Stalls,
     ) -> Result<Placed, String> {
         if self.refresh_local(h, delay) {
             Ok(h)
@@ -906,7 +938,7 @@ impl Worker for BareWorker<'_> {
         target: usize,
         delay: Duration,
         value: u64,
-        _retries: &mut u64,
+        _stalls: &mut Stalls,
     ) -> Result<Placed, String> {
         let deadline = self.clock.deadline(delay);
         insert_placed(&mut self.wheel, deadline, value, target)
@@ -922,7 +954,7 @@ impl Worker for BareWorker<'_> {
         h: Placed,
         _delay: Duration,
         _value: u64,
-        _retries: &mut u64,
+        _stalls: &mut Stalls,
     ) -> Result<Placed, String> {
         // `Design::supports` keeps the bare wheel to one thread with no remote timers.
         Err(format!("bare wheel: a timer on core {}", h.home))
