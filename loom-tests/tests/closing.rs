@@ -54,3 +54,32 @@ fn drop_races_remote_schedule_and_cancel() {
         assert_eq!(drops.load(Ordering::Relaxed), 2);
     });
 }
+
+#[test]
+fn drop_races_remote_rearm_and_schedule() {
+    tickwheel_loom_tests::check_bounded("drop_vs_rearm_and_schedule", 2, || {
+        let (mut base, remote, _clock) = one_base::<Counted>(3, 2);
+        let drops = Arc::new(AtomicUsize::new(0));
+        let h = base
+            .schedule_after(Duration::from_millis(5), Counted(drops.clone()))
+            .unwrap();
+        let r2 = remote.clone();
+        let d2 = drops.clone();
+        let s = spawn(
+            move || match r2.schedule_after(0, Duration::ZERO, Counted(d2)) {
+                Ok(_) => None,
+                Err(e) => Some(e.into_inner()),
+            },
+        );
+        // An earlier deadline: the re-arm queues a notice, which may meet the closed base.
+        let a = spawn(move || remote.reset_after(h, Duration::ZERO));
+        drop(base);
+        let back = s.join().unwrap();
+        let _ = a.join().unwrap();
+        // Relaxed: every thread is joined.
+        let before = drops.load(Ordering::Relaxed);
+        let b = usize::from(back.is_some());
+        drop(back);
+        assert_eq!(before + b, 2, "each payload dropped exactly once");
+    });
+}

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use tickwheel_loom_tests::sync::{spawn, yield_now};
-use tickwheel_loom_tests::{check, one_base};
+use tickwheel_loom_tests::{assert_quiet_and_balanced, check, check_bounded, one_base};
 
 #[test]
 fn owner_and_remote_cancel_an_in_flight_schedule() {
@@ -48,5 +48,31 @@ fn owner_and_remote_share_the_reserve() {
             yield_now();
         }
         assert_eq!(base.free_slots(), base.slot_capacity());
+    });
+}
+
+#[test]
+fn remote_schedule_rearmed_and_cancelled_while_the_owner_turns() {
+    check_bounded("in_flight_rearm_cancel", 2, || {
+        let (mut base, remote, clock) = one_base::<u32>(2, 2);
+        let h = remote
+            .schedule_after(0, Duration::from_millis(50), 6)
+            .unwrap();
+        let r2 = remote.clone();
+        let a = spawn(move || remote.reset_after(h, Duration::ZERO));
+        let c = spawn(move || r2.cancel(h));
+        clock.advance(Duration::from_millis(1));
+        let mut fired = 0;
+        base.turn(|_| fired += 1);
+        let _ = a.join().unwrap();
+        let cancelled = c.join().unwrap();
+        clock.advance(Duration::from_millis(100));
+        base.turn(|_| fired += 1);
+        assert!(fired <= 1);
+        assert!(
+            (fired == 1) != cancelled,
+            "fired={fired} cancelled={cancelled}"
+        );
+        assert_quiet_and_balanced(&mut base);
     });
 }

@@ -110,3 +110,45 @@ fn owner_reset_races_remote_cancel() {
         assert_quiet_and_balanced(&mut base);
     });
 }
+
+#[test]
+fn two_later_rearms_race_fire() {
+    // A fire at the old deadline means both re-arms lost; otherwise the later deadline holds.
+    check("two_rearms_vs_fire", || {
+        let (mut base, remote, clock) = one_base::<u32>(2, 2);
+        let h = base.schedule_after(Duration::from_millis(1), 7).unwrap();
+        clock.advance(Duration::from_millis(1));
+        let r2 = remote.clone();
+        let a = spawn(move || remote.reset_after(h, Duration::from_millis(9)));
+        let b = spawn(move || r2.reset_after(h, Duration::from_millis(9)));
+        let mut n = 0;
+        base.turn(|_| n += 1);
+        let (ra, rb) = (a.join().unwrap(), b.join().unwrap());
+        if n == 1 {
+            assert!(!ra && !rb, "fired at the old deadline but a={ra} b={rb}");
+        } else {
+            assert!(ra || rb);
+            clock.advance(Duration::from_millis(8));
+            assert_eq!(base.turn(|_| panic!("early")), 0);
+            clock.advance(Duration::from_millis(2));
+            assert_eq!(base.turn(|_| {}), 1);
+        }
+        assert_quiet_and_balanced(&mut base);
+    });
+}
+
+#[test]
+fn owner_cancel_races_remote_rearm() {
+    check("owner_cancel_vs_rearm", || {
+        let (mut base, remote, clock) = one_base::<u32>(2, 2);
+        let h = base.schedule_after(Duration::from_millis(1), 1).unwrap();
+        clock.advance(Duration::from_millis(1));
+        let a = spawn(move || remote.reset_after(h, Duration::ZERO));
+        assert!(base.cancel(h), "only the owner cancels");
+        base.turn(|_| panic!("cancelled timer fired"));
+        let _ = a.join().unwrap();
+        clock.advance(Duration::from_millis(10));
+        // The slot comes free once the re-arm (if it was in flight) has queued it.
+        assert_quiet_and_balanced(&mut base);
+    });
+}

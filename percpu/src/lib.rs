@@ -35,7 +35,9 @@
 //! - `FREE(g)` → `PENDING(g)`: the thread holding the slot arms it (the owner, or a remote that
 //!   took it from the base's reserve).
 //! - `PENDING(g)` → `CANCELLED(g)`: any thread cancelling, by CAS.
-//! - `PENDING(g)` → `FREE(g+1)`: the owner firing or cancelling, by CAS.
+//! - `PENDING(g)` → `FREE(g+1)`: the owner firing or cancelling, by CAS, when no flag is set;
+//!   with a flag set (a notice pending, a re-arm in flight, a payload in the cell) the owner
+//!   retires it to `CANCELLED` instead and frees it when the notice comes round.
 //! - `PENDING` → `PENDING` with `seq + 1`: a remote re-arm, by two CASes around its deadline
 //!   store (a `RESETTING` flag held in between, which nobody waits for).
 //! - `CANCELLED(g)` → `FREE(g+1)`: the owner, once no flag says another thread still has a use

@@ -60,6 +60,8 @@ impl<T: Send + 'static> Remote<T> {
 
     /// Schedules `value` on base `base` to fire `delay` from now (read from the set's clock now).
     /// Returns at once; the owner files the timer at its next turn and is woken if it sleeps.
+    /// On a base that has been dropped: `Err(Closed(value))`. (One that races the drop may get
+    /// `Ok`, its payload then dropped with the base.)
     pub fn schedule_after(
         &self,
         base: usize,
@@ -83,7 +85,8 @@ impl<T: Send + 'static> Remote<T> {
     }
 
     /// Cancels the timer `h` names. `true`: it will never fire. `false`: it fired, is firing, was
-    /// already cancelled, its base is gone, or `h` is stale or from another set.
+    /// already cancelled, its base is gone (see `schedule_after` for a schedule that raced the
+    /// drop), or `h` is stale or from another set.
     pub fn cancel(&self, h: Handle) -> bool {
         self.group.cancel(h)
     }

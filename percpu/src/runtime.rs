@@ -3,7 +3,8 @@
 //! Each thread owns one [`Base`], pinned with `core_affinity` to its core, and loops
 //! `turn(handler)` / `park(None)`. A panicking handler is caught, counted ([`Runtime::panics`]) and
 //! reported by the process's panic hook; the base keeps running. [`Runtime::shutdown`] stops and
-//! joins the threads; each drops its pending payloads on its own thread.
+//! joins the threads; each drops its pending payloads on its own thread (a schedule racing the
+//! shutdown may drop its payload on its own thread instead, or get it back with `Closed`).
 //!
 //! Code running on a runtime thread (a handler, typically) can schedule on its own core without
 //! naming it: [`schedule_after`] and [`current_base`] use a thread-local set when the thread starts.

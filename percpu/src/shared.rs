@@ -12,16 +12,21 @@
 //! | schedule                | pop reserve, arm queued  | yes    | first of a batch   |
 //! | re-arm, later deadline  | two CASes, same line     | no     | no                 |
 //! | re-arm, earlier         | two CASes                | yes    | first of a batch   |
-//! | cancel                  | one CAS                  | yes    | first of a batch   |
+//! | cancel                  | one CAS                  | yes*   | first of a batch   |
+//!
+//! \* unless the slot is already queued, or a re-arm in flight will queue it when it is done.
 //!
 //! A notice is the slot itself pushed on the notice stack, so notices are never dropped and
 //! never refused; the owner takes them all at the start of its next turn. The only refusal left
 //! is a schedule that finds the reserve empty (the owner refills it each turn).
 //!
-//! Closing: when a `Base` is dropped its owner closes the wake word, empties the reserve and
-//! drains the notices. A pusher whose notify finds the word `CLOSED` drains the notice stack
-//! itself and takes its own payload back if it finds it (see `protocol::wake` for why every
-//! notice is then drained by someone).
+//! Closing: when a `Base` is dropped its owner closes the wake word, empties the reserve, drains
+//! the notices and retires every pending slot. A pusher whose notify finds the word `CLOSED`
+//! drains the notice stack itself and takes its own payload back if it finds it (see
+//! `protocol::wake` for why every notice is then drained by someone). A schedule that raced the
+//! drop may so return `Ok` for a payload that was dropped with the base (on the thread that
+//! drained it), and a handle of such a schedule, or of a re-arm in flight across the drop, may
+//! still answer true to a cancel or re-arm; nothing fires on a dropped base either way.
 //!
 //! # Layout
 //! The fields the owner reads on every local operation (the table's pointer) sit on a line no

@@ -438,14 +438,7 @@ impl<T: Send + 'static> Base<T> {
                     self.local[slot as usize].id = Some(id);
                     self.local[slot as usize].filed = tick;
                 }
-                Due::Cancelled { free } => {
-                    drop(value);
-                    if free {
-                        self.counters.cancelled_remote += 1;
-                        self.shared().slots.free_cancelled(slot);
-                        self.free.push(slot);
-                    }
-                }
+                Due::Cancelled => drop(value),
             }
         }
         fired

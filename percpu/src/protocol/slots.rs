@@ -13,32 +13,42 @@
 //! deadline), `CELL` (the cell holds a payload the owner has not taken), a 27-bit `seq` bumped by
 //! every remote re-arm, and the 32-bit generation.
 //!
-//! | transition                              | by                        | operation |
-//! |-----------------------------------------|---------------------------|-----------|
-//! | `FREE(g)` → `PENDING(g)`                | owner, local schedule     | store     |
-//! | `FREE(g)` → `PENDING(g)+QUEUED+CELL`    | remote holding the slot   | store     |
-//! | `PENDING` → `PENDING+RESETTING`         | remote re-arm             | CAS       |
-//! | `PENDING+RESETTING` → `PENDING(seq+1)`  | that re-arm, done         | CAS       |
-//! | `PENDING` → `CANCELLED` (flags kept)    | any thread                | CAS       |
-//! | `PENDING` → `FREE(g+1)` (no flags)      | owner: fire, own cancel   | CAS       |
-//! | clear `QUEUED` / `CELL`                 | whoever takes the notice  | fetch_and |
-//! | `CANCELLED` (no flags) → `FREE(g+1)`    | owner                     | store     |
+//! | transition                                   | by                          | operation |
+//! |----------------------------------------------|-----------------------------|-----------|
+//! | `FREE(g)` → `PENDING(g)`                     | owner, local schedule       | store     |
+//! | `PENDING(g)` → `FREE(g)`                     | owner, before the handle escaped (its wheel was full) | store |
+//! | `FREE(g)` → `PENDING(g)+QUEUED+CELL`         | remote holding the slot     | store     |
+//! | `PENDING` → `PENDING+RESETTING`              | remote re-arm               | CAS       |
+//! | `PENDING+RESETTING` → `PENDING(seq+1)` (+`QUEUED` if earlier) | that re-arm, done | CAS |
+//! | `CANCELLED+RESETTING` → `CANCELLED+QUEUED`   | that re-arm, done after a cancel | CAS  |
+//! | `PENDING` → `CANCELLED` (+`QUEUED` unless queued or re-arming) | any thread | CAS |
+//! | `PENDING` → `FREE(g+1)` (no flag set)        | owner: fire, own cancel     | CAS       |
+//! | `PENDING` → `CANCELLED` (a flag set)         | owner: fire, own cancel     | CAS       |
+//! | clear `QUEUED` / `CELL`                      | whoever takes the notice    | fetch_and |
+//! | `CANCELLED` (no flag) → `FREE(g+1)`          | owner                       | store     |
+//! | `PENDING` → `CANCELLED` (flags kept)         | owner, closing its base     | CAS       |
 //!
 //! # Invariants
-//! - Exactly one thread wins the way out of `PENDING(g)`: every leaver uses a CAS on this word,
-//!   so "fired" and "cancelled" exclude each other, and a cancel that returns true means the
-//!   timer never fires.
+//! - Exactly one thread wins the way out of a published `PENDING(g)`: every leaver uses a CAS on
+//!   this word (the one plain store out of `PENDING` undoes an arming whose handle never left the
+//!   owner), so "fired" and "cancelled" exclude each other, and a cancel that returns true means
+//!   the timer never fires.
 //! - A slot is freed only with no flag set: `QUEUED` means its link is in use by the notice
 //!   stack, `RESETTING` that a remote thread may still store its deadline, `CELL` that a payload
 //!   sits in its cell. The owner retires a flagged slot to `CANCELLED` instead, and frees it when
 //!   the notice comes round (whoever clears the last flag of a `CANCELLED` slot makes sure it is
 //!   queued). So no thread ever writes a record that has moved on to another arming.
 //! - The deadline of a `PENDING` slot is its truth; the owner's wheel entry may be earlier (the
-//!   owner re-files it when it comes due), never later unless the slot is `QUEUED` (a remote
-//!   re-arm to an earlier deadline queues a notice so the owner moves the entry).
-//! - A remote re-arm holds `RESETTING` only between two of its own CASes; nobody waits for it:
-//!   the owner re-files a due timer it finds `RESETTING` one tick later, a second re-arm returns
-//!   at once (ordered before the one in flight), a cancel proceeds.
+//!   owner re-files it when it comes due), never later, except while the slot is `QUEUED` (a
+//!   remote re-arm to an earlier deadline queues a notice so the owner moves the entry) and by
+//!   one tick after a re-file during `RESETTING` (the re-arm then stores a deadline that is already
+//!   due). Never earlier than the deadline, in any case.
+//! - A remote re-arm holds `RESETTING` only between two of its own CASes, and no thread waits
+//!   for it: a second re-arm returns at once (ordered before the one in flight), a cancel
+//!   proceeds, and the owner re-files a due timer it finds `RESETTING` one tick later. So a
+//!   re-arming thread that is preempted between its two CASes holds back that one timer (the
+//!   owner wakes each tick to look again) and the freeing of its slot if it is cancelled
+//!   meanwhile, until it runs again; nothing else waits.
 //!
 //! # Orderings
 //! The word's modification order decides every race, so most accesses are Relaxed. What a word
@@ -162,11 +172,9 @@ pub enum Due {
     },
     /// Not yet: put it back in the wheel at this tick.
     Refile(u64),
-    /// A cancel won; if `free`, the owner frees the slot now, else its notice will.
-    Cancelled {
-        /// No flag is set: free the slot now.
-        free: bool,
-    },
+    /// A cancel won: drop the payload; the slot's notice frees it (a cancel always leaves the
+    /// slot queued, or a re-arm in flight that will queue it).
+    Cancelled,
 }
 
 /// One base's slot records.
@@ -379,9 +387,11 @@ impl<T> SlotTable<T> {
                     }
                 }
                 CANCELLED => {
-                    return Due::Cancelled {
-                        free: w & FLAGS == 0,
-                    };
+                    debug_assert!(
+                        w & FLAGS != 0,
+                        "slot {slot}: cancelled, in the wheel, no notice"
+                    );
+                    return Due::Cancelled;
                 }
                 _ => unreachable!("slot {slot} in the wheel but free: {w:#x}"),
             }
@@ -555,7 +565,7 @@ mod tests {
         let g = t.arm_local(2, 10);
         assert_eq!(t.cancel(2, g), Cancel::Won { queue: true });
         assert_eq!(t.cancel(2, g), Cancel::Lost, "second cancel must lose");
-        assert_eq!(t.take_due(2, 10), Due::Cancelled { free: false });
+        assert_eq!(t.take_due(2, 10), Due::Cancelled);
         assert_eq!(t.take_notice(2).1, None);
         t.free_cancelled(2);
         assert_eq!(t.load(2), pack(g + 1, FREE));
