@@ -99,6 +99,8 @@ pub mod runtime;
 mod stats;
 mod sync;
 mod sys;
+#[cfg(all(feature = "tokio", not(loom)))]
+pub mod time;
 
 use std::io;
 use std::time::Duration;

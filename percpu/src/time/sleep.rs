@@ -1,0 +1,318 @@
+//! [`Sleep`]: a future that completes at a deadline, on the base of the thread that first polls it.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use super::cell::{self, Cell};
+use super::driver::{self, Driver, Held};
+use crate::Handle;
+use crate::sync::{Arc, Ordering};
+
+/// A deadline far enough away to stand for "never" when `now + duration` overflows.
+fn far_future(now: Instant) -> Instant {
+    const THIRTY_YEARS: Duration = Duration::from_secs(86_400 * 365 * 30);
+    now.checked_add(THIRTY_YEARS).unwrap_or(now)
+}
+
+/// Waits until `duration` has passed (the clock is read now; the timer is filed at the first poll,
+/// on the polling thread's base).
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use tickwheel_percpu::{Config, time::{self, Timers}};
+///
+/// let timers = Timers::new(1, Config::default()).unwrap();
+/// let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
+/// let start = Instant::now();
+/// timers.block_on(0, &rt, time::sleep(Duration::from_millis(5))).unwrap();
+/// assert!(start.elapsed() >= Duration::from_millis(5));
+/// ```
+pub fn sleep(duration: Duration) -> Sleep {
+    let now = Instant::now();
+    sleep_until(now.checked_add(duration).unwrap_or_else(|| far_future(now)))
+}
+
+/// Waits until `deadline` (in the past: completes at the base's next turn).
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use tickwheel_percpu::{Config, time::{self, Timers}};
+///
+/// let timers = Timers::new(1, Config::default()).unwrap();
+/// let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
+/// let deadline = Instant::now() + Duration::from_millis(3);
+/// timers.block_on(0, &rt, time::sleep_until(deadline)).unwrap();
+/// assert!(Instant::now() >= deadline);
+/// ```
+pub fn sleep_until(deadline: Instant) -> Sleep {
+    Sleep {
+        deadline,
+        reg: None,
+        done_unfiled: false,
+    }
+}
+
+/// A timer on a per-core base, as a future. Made by [`sleep`] or [`sleep_until`].
+///
+/// It costs nothing until first polled; the first poll files it on the polling thread's base (a
+/// local operation). Polling, resetting or dropping it on another thread (a work-stealing
+/// runtime moved its task) uses the cross-core path to the base it was filed on. `Sleep` is
+/// `Unpin`: it can be reset and stored without `Box::pin`.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use tickwheel_percpu::{Config, time::{self, Timers}};
+///
+/// let timers = Timers::new(1, Config::default()).unwrap();
+/// let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
+/// timers.block_on(0, &rt, async {
+///     let mut idle = time::sleep(Duration::from_secs(60));
+///     // A request arrived: push the idle timeout back, in place.
+///     idle.reset(Instant::now() + Duration::from_millis(2));
+///     (&mut idle).await;
+///     assert!(idle.is_elapsed());
+/// }).unwrap();
+/// ```
+pub struct Sleep {
+    deadline: Instant,
+    reg: Option<Registration>,
+    /// Completed at its first poll without being filed (the deadline had passed).
+    done_unfiled: bool,
+}
+
+/// Where a polled sleep is filed.
+struct Registration {
+    driver: Arc<Driver>,
+    cell: u32,
+    /// The arming of `cell` this sleep waits for.
+    seq: u32,
+    handle: Handle,
+}
+
+impl fmt::Debug for Sleep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sleep")
+            .field("deadline", &self.deadline)
+            .field("base", &self.reg.as_ref().map(|r| r.driver.index))
+            .finish()
+    }
+}
+
+/// What the cross-core re-arm did.
+enum Rearm {
+    /// The timer was pending and now fires at the new deadline, named by this handle.
+    Moved(Handle),
+    /// The timer had fired or was firing: nothing changed.
+    NotPending,
+    /// The timer was cancelled but could not be filed again (the base's inbox was full).
+    Lost,
+}
+
+/// The one cross-core re-arm: re-files a pending timer of another thread's base.
+///
+/// Today this is a cancel and a schedule carrying the same payload (a new handle, one message).
+fn rearm_remote(driver: &Driver, h: Handle, deadline: Instant, payload: u64) -> Rearm {
+    let delay = deadline.saturating_duration_since(Instant::now());
+    match driver.remote.reschedule_after(h, delay, payload) {
+        Ok(h) => Rearm::Moved(h),
+        Err(e) if e.cancelled_old() => Rearm::Lost,
+        Err(_) => Rearm::NotPending,
+    }
+}
+
+impl Sleep {
+    /// The instant this sleep completes at (or after).
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// True once the timer has fired (false again after a [`Sleep::reset`]).
+    pub fn is_elapsed(&self) -> bool {
+        self.done_unfiled
+            || self.reg.as_ref().is_some_and(|r| {
+                // Acquire: as in `poll`.
+                cell::fired(r.cell().state.load(Ordering::Acquire), r.seq)
+            })
+    }
+
+    /// Moves the deadline, in place: no allocation, and on the owning thread no atomic
+    /// read-modify-write besides taking the base. Works before, during and after the wait; the
+    /// task waiting on it is woken at the new deadline.
+    pub fn reset(&mut self, deadline: Instant) {
+        self.deadline = deadline;
+        self.done_unfiled = false;
+        let Some(reg) = self.reg.as_mut() else {
+            return;
+        };
+        if driver::is_current(&reg.driver) {
+            if let Some(mut held) = reg.driver.hold() {
+                if held.base.reset_at(reg.handle, deadline) {
+                    return;
+                }
+                // Fired (and, since turns deliver while holding the base, delivered): arm anew.
+                let seq = arm(reg.driver.cells.get(reg.cell));
+                reg.seq = seq;
+                reg.handle = reg.driver.schedule_held(&mut held, deadline, reg.cell, seq);
+                return;
+            }
+        }
+        let payload = cell::payload(reg.cell, reg.seq);
+        match rearm_remote(&reg.driver, reg.handle, deadline, payload) {
+            Rearm::Moved(h) => reg.handle = h,
+            Rearm::NotPending => {
+                let seq = arm(reg.driver.cells.get(reg.cell));
+                reg.seq = seq;
+                let p = cell::payload(reg.cell, seq);
+                match reg.driver.remote.schedule_at(reg.driver.index, deadline, p) {
+                    Ok(h) => reg.handle = h,
+                    Err(_) => {
+                        reg.disarm();
+                        self.unregister();
+                    }
+                }
+            }
+            Rearm::Lost => {
+                reg.disarm();
+                self.unregister();
+            }
+        }
+    }
+
+    /// Lets go of the cell (cancelling the timer if pending); the next poll files it afresh on
+    /// the polling thread's base.
+    fn unregister(&mut self) {
+        if let Some(reg) = self.reg.take() {
+            reg.release();
+        }
+    }
+
+    fn register(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let driver = driver::with_current(|d| d.cloned()).unwrap_or_else(|| {
+            panic!(
+                "no tickwheel time driver on this thread: use Timers::enter, Timers::block_on \
+                 or Timers::on_thread_start"
+            )
+        });
+        let Some(mut held) = driver.hold() else {
+            // A turn of this base runs on another worker for a moment.
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        };
+        if self.deadline <= held.base.now() {
+            self.done_unfiled = true;
+            return Poll::Ready(());
+        }
+        let index = driver.alloc_cell(&mut held);
+        let cell = driver.cells.get(index);
+        // Relaxed: the cell is ours alone until the handle escapes below; the base's own
+        // synchronisation carries this store to whoever turns it.
+        let state = cell::next_arming(cell.state.load(Ordering::Relaxed));
+        cell.state.store(state, Ordering::Relaxed);
+        cell.waker.register(cx.waker());
+        let seq = cell::seq_of(state);
+        let handle = driver.schedule_held(&mut held, self.deadline, index, seq);
+        drop(held);
+        self.reg = Some(Registration {
+            driver,
+            cell: index,
+            seq,
+            handle,
+        });
+        Poll::Pending
+    }
+}
+
+/// Counts a new arming of `cell` and returns its seq.
+fn arm(cell: &Cell) -> u32 {
+    // AcqRel / Acquire: orders against the delivering thread's update of the same word.
+    let prev = cell
+        .state
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+            Some(cell::next_arming(s))
+        })
+        .unwrap_or_else(|s| s);
+    cell::seq_of(cell::next_arming(prev))
+}
+
+impl Registration {
+    fn cell(&self) -> &Cell {
+        self.driver.cells.get(self.cell)
+    }
+
+    /// Undoes `arm` (or counts down a cancelled arming) when no timer carries it.
+    fn disarm(&self) {
+        // AcqRel: as in `arm`.
+        self.cell()
+            .state
+            .fetch_sub(cell::ARMING_ONE, Ordering::AcqRel);
+    }
+
+    /// The sleep lets go: cancel a pending arming, drop the sleep's hold, free the cell if last.
+    fn release(self) {
+        let cell = self.cell();
+        // Acquire: sees a delivery's update of this arming.
+        let state = cell.state.load(Ordering::Acquire);
+        let pending = cell::armings_of(state) > 0 && !cell::fired(state, self.seq);
+        let mut held: Option<Held<'_>> = if driver::is_current(&self.driver) {
+            self.driver.hold()
+        } else {
+            None
+        };
+        let cancelled = pending
+            && match held.as_mut() {
+                Some(h) => h.base.cancel(self.handle),
+                None => self.driver.remote.cancel(self.handle),
+            };
+        if !cancelled {
+            // A delivery may still be on its way: it must not wake a task that let go.
+            drop(cell.waker.take());
+        }
+        let less = if cancelled { cell::ARMING_ONE } else { 0 };
+        // AcqRel: the last of the two sides to let go sees the other's update and frees.
+        let prev = cell
+            .state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                Some((s - less) & !cell::SLEEP)
+            })
+            .unwrap_or_else(|s| s);
+        if cell::unheld((prev - less) & !cell::SLEEP) {
+            self.driver.free_cell(self.cell, held.as_mut());
+        }
+    }
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        let Some(reg) = this.reg.as_ref() else {
+            if this.done_unfiled {
+                return Poll::Ready(());
+            }
+            return this.register(cx);
+        };
+        let cell = reg.cell();
+        // Acquire: pairs with the delivering thread's AcqRel update that set FIRED.
+        if cell::fired(cell.state.load(Ordering::Acquire), reg.seq) {
+            return Poll::Ready(());
+        }
+        cell.waker.register(cx.waker());
+        // Checked again: a delivery between the load and the register took no waker.
+        if cell::fired(cell.state.load(Ordering::Acquire), reg.seq) {
+            return Poll::Ready(());
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        self.unregister();
+    }
+}
+
+impl hyper::rt::Sleep for Sleep {}
