@@ -57,9 +57,10 @@ pub(super) fn armings_of(state: u64) -> u64 {
     (state & ARMINGS_MASK) >> 33
 }
 
-/// True if arming `seq` has fired.
-pub(super) fn fired(state: u64, seq: u32) -> bool {
-    seq_of(state) == seq && state & FIRED != 0
+/// True if the cell's current arming has fired (a delivery sets FIRED only for the current
+/// `seq`, and a new arming clears it).
+pub(super) fn fired(state: u64) -> bool {
+    state & FIRED != 0
 }
 
 /// True if nobody holds the cell any more (the last one out frees it).
@@ -88,11 +89,13 @@ pub(super) fn split(payload: u64) -> (u32, u32) {
 }
 
 /// One sleep's shared state.
+///
+/// While the cell is free and on the stack of cells returned by other threads, `state` holds the
+/// link to the next one instead (index + 1; 0 ends the stack); a cell taken for a new sleep
+/// starts again from state 0 (no payload can name a free cell, so its old `seq` is not needed).
 pub(super) struct Cell {
     pub(super) state: AtomicU64,
     pub(super) waker: AtomicWaker,
-    /// Link in the stack of cells freed by other threads (index + 1; 0 ends the stack).
-    pub(super) next: AtomicU64,
 }
 
 impl Cell {
@@ -100,7 +103,6 @@ impl Cell {
         Self {
             state: AtomicU64::new(0),
             waker: AtomicWaker::new(),
-            next: AtomicU64::new(0),
         }
     }
 }
@@ -270,12 +272,12 @@ mod tests {
     fn arming_bumps_seq_and_clears_fired() {
         let s = next_arming(0);
         assert_eq!((seq_of(s), armings_of(s)), (1, 1));
-        assert!(s & SLEEP != 0 && !fired(s, 1) && !unheld(s));
+        assert!(s & SLEEP != 0 && !fired(s) && !unheld(s));
         let s = (s - ARMING_ONE) | FIRED;
-        assert!(fired(s, 1) && !fired(s, 2));
+        assert!(fired(s));
         let s = next_arming(s);
         assert_eq!((seq_of(s), armings_of(s)), (2, 1));
-        assert!(!fired(s, 2));
+        assert!(!fired(s));
         assert!(unheld((s - ARMING_ONE) & !SLEEP));
     }
 

@@ -159,7 +159,8 @@ impl Driver {
     }
 
     fn push_returned(&self, cell: u32) {
-        let link = &self.cells.get(cell).next;
+        // A free cell's state word is its link (see `cell::Cell`).
+        let link = &self.cells.get(cell).state;
         // Relaxed: the CAS below publishes.
         let mut head = self.returned.load(Ordering::Relaxed);
         loop {
@@ -185,7 +186,7 @@ impl Driver {
             let cell = (head - 1) as u32;
             held.free.push(cell);
             // Relaxed: written before the push that published this cell.
-            head = self.cells.get(cell).next.load(Ordering::Relaxed);
+            head = self.cells.get(cell).state.load(Ordering::Relaxed);
         }
     }
 

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::OnceLock;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -10,6 +11,37 @@ use super::cell::{self, Cell};
 use super::driver::{self, Driver, Held};
 use crate::Handle;
 use crate::sync::{Arc, Ordering};
+
+/// The instant deadlines are counted from (the first sleep made in the process). A std
+/// `OnceLock`, not the sync shim: it is a process-wide constant, not cross-core protocol state.
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// Set in `Deadline` when the sleep completed at its first poll without being filed.
+const DONE_UNFILED: u64 = 1 << 63;
+
+/// A deadline in 8 bytes: nanoseconds since [`epoch`] (below 2^63, about 292 years), and the
+/// `DONE_UNFILED` bit. An instant before the epoch is stored as the epoch: it was in the past
+/// when stored (the epoch is never later than the first call), so it stays in the past.
+#[derive(Clone, Copy)]
+struct Deadline(u64);
+
+impl Deadline {
+    fn new(at: Instant) -> Self {
+        let ns = at.saturating_duration_since(epoch()).as_nanos();
+        Self(u64::try_from(ns).unwrap_or(u64::MAX).min(DONE_UNFILED - 1))
+    }
+
+    fn instant(self) -> Instant {
+        epoch() + Duration::from_nanos(self.0 & !DONE_UNFILED)
+    }
+
+    fn done_unfiled(self) -> bool {
+        self.0 & DONE_UNFILED != 0
+    }
+}
 
 /// A deadline far enough away to stand for "never" when `now + duration` overflows.
 fn far_future(now: Instant) -> Instant {
@@ -49,9 +81,8 @@ pub fn sleep(duration: Duration) -> Sleep {
 /// ```
 pub fn sleep_until(deadline: Instant) -> Sleep {
     Sleep {
-        deadline,
+        deadline: Deadline::new(deadline),
         reg: None,
-        done_unfiled: false,
     }
 }
 
@@ -77,25 +108,23 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 /// }).unwrap();
 /// ```
 pub struct Sleep {
-    deadline: Instant,
+    /// The deadline, and whether the sleep completed at its first poll unfiled.
+    deadline: Deadline,
     reg: Option<Registration>,
-    /// Completed at its first poll without being filed (the deadline had passed).
-    done_unfiled: bool,
 }
 
 /// Where a polled sleep is filed.
 struct Registration {
     driver: Arc<Driver>,
+    /// The cell; its state word holds the current arming's `seq`.
     cell: u32,
-    /// The arming of `cell` this sleep waits for.
-    seq: u32,
     handle: Handle,
 }
 
 impl fmt::Debug for Sleep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Sleep")
-            .field("deadline", &self.deadline)
+            .field("deadline", &self.deadline.instant())
             .field("base", &self.reg.as_ref().map(|r| r.driver.index))
             .finish()
     }
@@ -126,15 +155,15 @@ fn rearm_remote(driver: &Driver, h: Handle, deadline: Instant, payload: u64) -> 
 impl Sleep {
     /// The instant this sleep completes at (or after).
     pub fn deadline(&self) -> Instant {
-        self.deadline
+        self.deadline.instant()
     }
 
     /// True once the timer has fired (false again after a [`Sleep::reset`]).
     pub fn is_elapsed(&self) -> bool {
-        self.done_unfiled
+        self.deadline.done_unfiled()
             || self.reg.as_ref().is_some_and(|r| {
                 // Acquire: as in `poll`.
-                cell::fired(r.cell().state.load(Ordering::Acquire), r.seq)
+                cell::fired(r.cell().state.load(Ordering::Acquire))
             })
     }
 
@@ -142,8 +171,7 @@ impl Sleep {
     /// read-modify-write besides taking the base. Works before, during and after the wait; the
     /// task waiting on it is woken at the new deadline.
     pub fn reset(&mut self, deadline: Instant) {
-        self.deadline = deadline;
-        self.done_unfiled = false;
+        self.deadline = Deadline::new(deadline);
         let Some(reg) = self.reg.as_mut() else {
             return;
         };
@@ -154,17 +182,17 @@ impl Sleep {
                 }
                 // Fired (and, since turns deliver while holding the base, delivered): arm anew.
                 let seq = arm(reg.driver.cells.get(reg.cell));
-                reg.seq = seq;
                 reg.handle = reg.driver.schedule_held(&mut held, deadline, reg.cell, seq);
                 return;
             }
         }
-        let payload = cell::payload(reg.cell, reg.seq);
+        // Relaxed: only this sleep changes `seq`, so it reads its own last write.
+        let seq = cell::seq_of(reg.cell().state.load(Ordering::Relaxed));
+        let payload = cell::payload(reg.cell, seq);
         match rearm_remote(&reg.driver, reg.handle, deadline, payload) {
             Rearm::Moved(h) => reg.handle = h,
             Rearm::NotPending => {
                 let seq = arm(reg.driver.cells.get(reg.cell));
-                reg.seq = seq;
                 let p = cell::payload(reg.cell, seq);
                 match reg.driver.remote.schedule_at(reg.driver.index, deadline, p) {
                     Ok(h) => reg.handle = h,
@@ -201,24 +229,24 @@ impl Sleep {
             cx.waker().wake_by_ref();
             return Poll::Pending;
         };
-        if self.deadline <= held.base.now() {
-            self.done_unfiled = true;
+        let deadline = self.deadline.instant();
+        if deadline <= held.base.now() {
+            self.deadline.0 |= DONE_UNFILED;
             return Poll::Ready(());
         }
         let index = driver.alloc_cell(&mut held);
         let cell = driver.cells.get(index);
         // Relaxed: the cell is ours alone until the handle escapes below; the base's own
-        // synchronisation carries this store to whoever turns it.
-        let state = cell::next_arming(cell.state.load(Ordering::Relaxed));
+        // synchronisation carries this store to whoever turns it. A taken cell starts from 0.
+        let state = cell::next_arming(0);
         cell.state.store(state, Ordering::Relaxed);
         cell.waker.register(cx.waker());
         let seq = cell::seq_of(state);
-        let handle = driver.schedule_held(&mut held, self.deadline, index, seq);
+        let handle = driver.schedule_held(&mut held, deadline, index, seq);
         drop(held);
         self.reg = Some(Registration {
             driver,
             cell: index,
-            seq,
             handle,
         });
         Poll::Pending
@@ -255,7 +283,7 @@ impl Registration {
         let cell = self.cell();
         // Acquire: sees a delivery's update of this arming.
         let state = cell.state.load(Ordering::Acquire);
-        let pending = cell::armings_of(state) > 0 && !cell::fired(state, self.seq);
+        let pending = cell::armings_of(state) > 0 && !cell::fired(state);
         let mut held: Option<Held<'_>> = if driver::is_current(&self.driver) {
             self.driver.hold()
         } else {
@@ -290,19 +318,19 @@ impl Future for Sleep {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
         let Some(reg) = this.reg.as_ref() else {
-            if this.done_unfiled {
+            if this.deadline.done_unfiled() {
                 return Poll::Ready(());
             }
             return this.register(cx);
         };
         let cell = reg.cell();
         // Acquire: pairs with the delivering thread's AcqRel update that set FIRED.
-        if cell::fired(cell.state.load(Ordering::Acquire), reg.seq) {
+        if cell::fired(cell.state.load(Ordering::Acquire)) {
             return Poll::Ready(());
         }
         cell.waker.register(cx.waker());
         // Checked again: a delivery between the load and the register took no waker.
-        if cell::fired(cell.state.load(Ordering::Acquire), reg.seq) {
+        if cell::fired(cell.state.load(Ordering::Acquire)) {
             return Poll::Ready(());
         }
         Poll::Pending
