@@ -188,6 +188,24 @@ pub(crate) fn run(addr: SocketAddr, o: &Options) -> Report {
     })
 }
 
+/// Only the idle phase, against a server already running.
+pub(crate) fn idle_only(addr: SocketAddr, o: &Options) -> Report {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("client runtime");
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async {
+        let mut r = Report::default();
+        idle_phase(addr, o.idle_conns, o, &mut r).await;
+        println!(
+            "{} idle connections: closed late by p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; {} early, {} errors",
+            r.idle_conns, r.late_ms[0], r.late_ms[1], r.late_ms[2], r.early, r.errors
+        );
+        r
+    })
+}
+
 /// A markdown table of the runs.
 pub(crate) fn table(rows: &[(&str, &Report)]) -> String {
     let mut s = String::from(

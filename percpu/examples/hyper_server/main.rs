@@ -12,7 +12,9 @@
 //! printing requests per second, p99 latency and how late idle connections were closed (never
 //! early). `--listen ADDR` serves until killed instead (try it with wrk), `--timer tokio|tickwheel`
 //! picks the timer, `--cores N` the number of cores, `--idle-ms` and `--header-ms` the timeouts,
-//! `--secs S` the length of each busy phase, `--idle-conns K` the idle phase, `--mode
+//! `--idle-against ADDR` only opens `--idle-conns` idle keep-alive connections to a server
+//! already running (for instance while wrk loads it) and reports how late they were closed,
+//! given the server's `--idle-ms`; `--secs S` the length of each busy phase, `--idle-conns K` the idle phase, `--mode
 //! coarse|exact` the bases' wheel mode (Coarse, the default, closes an idle connection up to
 //! ~12.5% of the idle timeout late; Exact at the tick).
 //!
@@ -61,6 +63,7 @@ struct Options {
     timer: Option<Which>,
     cores: usize,
     listen: Option<SocketAddr>,
+    against: Option<SocketAddr>,
     idle: Duration,
     header: Duration,
     secs: u64,
@@ -75,6 +78,7 @@ fn parse() -> Result<Options, String> {
         // On a small machine leave a core to the load generator.
         cores: if cores > 2 { cores - 1 } else { 1 },
         listen: None,
+        against: None,
         idle: Duration::from_millis(2000),
         header: Duration::from_millis(10_000),
         secs: 3,
@@ -100,6 +104,10 @@ fn parse() -> Result<Options, String> {
                 let v = args.next().ok_or("--listen needs an address")?;
                 o.listen = Some(v.parse().map_err(|e| format!("--listen {v}: {e}"))?);
             }
+            "--idle-against" => {
+                let v = args.next().ok_or("--idle-against needs an address")?;
+                o.against = Some(v.parse().map_err(|e| format!("--idle-against {v}: {e}"))?);
+            }
             "--idle-ms" => o.idle = Duration::from_millis(num(args.next(), "--idle-ms")?),
             "--header-ms" => o.header = Duration::from_millis(num(args.next(), "--header-ms")?),
             "--secs" => o.secs = num(args.next(), "--secs")?.max(1),
@@ -114,7 +122,7 @@ fn parse() -> Result<Options, String> {
             other => {
                 return Err(format!(
                     "unknown flag {other:?}; flags: --timer tickwheel|tokio, --cores N, \
-                     --listen ADDR, --idle-ms MS, --header-ms MS, --secs S, --idle-conns K, \
+                     --listen ADDR, --idle-against ADDR, --idle-ms MS, --header-ms MS, --secs S, --idle-conns K, \
                      --mode coarse|exact"
                 ));
             }
@@ -122,6 +130,15 @@ fn parse() -> Result<Options, String> {
     }
     if o.idle.is_zero() || o.header.is_zero() {
         return Err("timeouts must be above zero".into());
+    }
+    if o.idle >= o.header {
+        // hyper's header-read timeout also runs while a kept-alive connection waits for its
+        // next request, so it would close idle connections first.
+        return Err(format!(
+            "--idle-ms ({:?}) must be below --header-ms ({:?}): hyper's header-read timeout \
+             also runs while a kept-alive connection waits for its next request",
+            o.idle, o.header
+        ));
     }
     Ok(o)
 }
@@ -353,6 +370,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(addr) = o.against {
+        let r = load::idle_only(addr, &o);
+        return if r.early == 0 && r.errors == 0 {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        };
+    }
     if let Some(addr) = o.listen {
         let which = o.timer.unwrap_or(Which::Tickwheel);
         let server = match start(which, addr, &o) {
