@@ -37,7 +37,8 @@ fn noop_poll(s: &mut time::Sleep) -> Poll<()> {
     Pin::new(s).poll(&mut Context::from_waker(Waker::noop()))
 }
 
-type Request = (Instant, mpsc::Sender<time::Sleep>);
+/// Work to run on the base's thread, inside its runtime.
+type Request = Box<dyn FnOnce() + Send>;
 
 /// Base 0 on a current-thread runtime on its own thread, filing sleeps on request (a sleep is
 /// filed on the thread that first polls it) and handing them back, until the sender drops.
@@ -56,10 +57,8 @@ impl BaseThread {
                 .build()
                 .unwrap();
             let serve = async move {
-                while let Some((deadline, back)) = rx.recv().await {
-                    let mut s = time::sleep_until(deadline);
-                    assert!(noop_poll(&mut s).is_pending());
-                    back.send(s).unwrap();
+                while let Some(work) = rx.recv().await {
+                    work();
                 }
             };
             timers.block_on(0, &rt, serve).unwrap();
@@ -72,12 +71,18 @@ impl BaseThread {
 
     /// A sleep filed on base 0 by its own thread.
     fn filed(&self, deadline: Instant) -> time::Sleep {
+        self.on_base(move || {
+            let mut s = time::sleep_until(deadline);
+            assert!(noop_poll(&mut s).is_pending());
+            s
+        })
+    }
+
+    /// Runs `f` on the base's thread and returns its result.
+    fn on_base<R: Send + 'static>(&self, f: impl FnOnce() -> R + Send + 'static) -> R {
         let (tx, rx) = mpsc::channel();
-        self.requests
-            .as_ref()
-            .unwrap()
-            .send((deadline, tx))
-            .unwrap();
+        let work: Request = Box::new(move || tx.send(f()).unwrap());
+        self.requests.as_ref().unwrap().send(work).unwrap();
         rx.recv().unwrap()
     }
 
@@ -135,6 +140,30 @@ fn reset_on_another_thread_is_never_early() {
     }
     base.stop();
     assert_eq!(timers.occupancy(0), Some((0, 0)));
+}
+
+#[test]
+fn reset_away_then_at_home() {
+    let timers = Timers::new(1, Config::default()).unwrap();
+    let base = BaseThread::start(&timers);
+    for i in 0..20u64 {
+        let mut s = base.filed(Instant::now() + Duration::from_secs(60));
+        // Away: the cross-core re-arm (it may still sit in the base's inbox) ...
+        s.reset(Instant::now() + Duration::from_secs(30));
+        // ... then at home, in place or replacing the inbox one.
+        let deadline = Instant::now() + Duration::from_millis(2 + i % 3);
+        let mut s = base.on_base(move || {
+            s.reset(deadline);
+            s
+        });
+        wait_here(&mut s);
+        assert!(Instant::now() >= deadline, "early");
+    }
+    // Nothing left behind: the replaced timers were cancelled, not left to fire in 30 s.
+    std::thread::sleep(Duration::from_millis(50));
+    base.stop();
+    assert_eq!(timers.occupancy(0).map(|o| o.1), Some(0));
+    assert_eq!(timers.base_stats(0).unwrap().fired, 20);
 }
 
 #[test]

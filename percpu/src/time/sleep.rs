@@ -180,7 +180,14 @@ impl Sleep {
                 if held.base.reset_at(reg.handle, deadline) {
                     return;
                 }
-                // Fired (and, since turns deliver while holding the base, delivered): arm anew.
+                // Not in the wheel: pending in the inbox (a re-arm from another thread left it
+                // there), or fired (and, since turns deliver while holding the base, delivered).
+                if held.base.cancel(reg.handle) {
+                    // Still pending: replace it, same arming.
+                    let seq = cell::seq_of(reg.cell().state.load(Ordering::Relaxed));
+                    reg.handle = reg.driver.schedule_held(&mut held, deadline, reg.cell, seq);
+                    return;
+                }
                 let seq = arm(reg.driver.cells.get(reg.cell));
                 reg.handle = reg.driver.schedule_held(&mut held, deadline, reg.cell, seq);
                 return;
