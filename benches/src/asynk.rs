@@ -23,6 +23,8 @@
 //! - `live`: `n` sleeps (30 s out) filed at once, then dropped; per sleep, at populations 10^3
 //!   to 10^6.
 //!
+//! The bases run in Coarse mode (the default), or in Exact with `TICKWHEEL_ASYNC_MODE=exact`.
+//!
 //! On the multi-thread runtime each workload runs as 8 tasks with a yield every 64 operations,
 //! so tasks move between the two workers between operations.
 //!
@@ -236,6 +238,14 @@ impl Workload {
     }
 }
 
+/// The bases' wheel mode: Coarse (the default), or Exact with `TICKWHEEL_ASYNC_MODE=exact`.
+fn bases_mode() -> tickwheel_percpu::Mode {
+    match std::env::var("TICKWHEEL_ASYNC_MODE").as_deref() {
+        Ok("exact") => tickwheel_percpu::Mode::Exact,
+        _ => tickwheel_percpu::Mode::Coarse,
+    }
+}
+
 fn cpu_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -275,7 +285,11 @@ struct Bench {
 
 impl Bench {
     fn new(flavor: Flavor) -> Self {
-        let timers = Timers::new(2, Config::default()).expect("bases");
+        let config = Config {
+            mode: bases_mode(),
+            ..Config::default()
+        };
+        let timers = Timers::new(2, config).expect("bases");
         let mut b = match flavor {
             Flavor::Current => tokio::runtime::Builder::new_current_thread(),
             Flavor::Multi => {
