@@ -232,6 +232,32 @@ impl AtomicWaker {
         }
     }
 
+    /// Stores `waker` when no other thread can reach the cell (just taken from the free list by
+    /// the thread holding the base): a plain write, no handshake.
+    pub(super) fn set_exclusive(&self, waker: &Waker) {
+        // Relaxed: the caller's exclusive access is ordered by the base's hold.
+        debug_assert_eq!(self.state.load(Ordering::Relaxed), WAITING);
+        self.waker.with_mut(|slot| {
+            // SAFETY: the caller is the only thread that can reach this cell (see above), so no
+            // `register` or `take` runs at the same time.
+            let slot = unsafe { &mut *slot };
+            if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
+                *slot = Some(waker.clone());
+            }
+        });
+    }
+
+    /// Takes the waker out when no other thread can reach the cell (the caller holds the base,
+    /// under which all deliveries run, and owns the cell's only sleep).
+    pub(super) fn take_exclusive(&self) -> Option<Waker> {
+        // Relaxed: as in `set_exclusive`.
+        debug_assert_eq!(self.state.load(Ordering::Relaxed), WAITING);
+        self.waker.with_mut(|slot| {
+            // SAFETY: as in `set_exclusive`: no `register` or `take` can run at the same time.
+            unsafe { (*slot).take() }
+        })
+    }
+
     /// Takes the stored waker out, or leaves the wake to a register in progress.
     pub(super) fn take(&self) -> Option<Waker> {
         // AcqRel: Acquire sees the waker a register stored; Release orders the caller's state

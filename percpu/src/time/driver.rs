@@ -158,6 +158,11 @@ impl Driver {
         }
     }
 
+    /// Frees a cell while holding the base, when the caller already emptied its waker slot.
+    pub(super) fn free_held(&self, cell: u32, held: &mut Held<'_>) {
+        held.free.push(cell);
+    }
+
     fn push_returned(&self, cell: u32) {
         // A free cell's state word is its link (see `cell::Cell`).
         let link = &self.cells.get(cell).state;

@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use super::cell::{self, Cell};
-use super::driver::{self, Driver, Held};
+use super::driver::{self, Driver};
 use crate::Handle;
 use crate::sync::{Arc, Ordering};
 
@@ -247,7 +247,8 @@ impl Sleep {
         // synchronisation carries this store to whoever turns it. A taken cell starts from 0.
         let state = cell::next_arming(0);
         cell.state.store(state, Ordering::Relaxed);
-        cell.waker.register(cx.waker());
+        // The cell is ours alone (just taken, and we hold the base).
+        cell.waker.set_exclusive(cx.waker());
         let seq = cell::seq_of(state);
         let handle = driver.schedule_held(&mut held, deadline, index, seq);
         drop(held);
@@ -288,19 +289,34 @@ impl Registration {
     /// The sleep lets go: cancel a pending arming, drop the sleep's hold, free the cell if last.
     fn release(self) {
         let cell = self.cell();
-        // Acquire: sees a delivery's update of this arming.
-        let state = cell.state.load(Ordering::Acquire);
-        let pending = cell::armings_of(state) > 0 && !cell::fired(state);
-        let mut held: Option<Held<'_>> = if driver::is_current(&self.driver) {
+        let held = if driver::is_current(&self.driver) {
             self.driver.hold()
         } else {
             None
         };
-        let cancelled = pending
-            && match held.as_mut() {
-                Some(h) => h.base.cancel(self.handle),
-                None => self.driver.remote.cancel(self.handle),
-            };
+        if let Some(mut held) = held {
+            // Holding the base: deliveries (the only other writers of this cell; the sleep is
+            // ours) run only under the base, so the cell is ours alone until `held` drops, and
+            // its Release store publishes what we write here to the next holder.
+            let state = cell.state.load(Ordering::Relaxed);
+            let pending = cell::armings_of(state) > 0 && !cell::fired(state);
+            let cancelled = pending && held.base.cancel(self.handle);
+            let less = if cancelled { cell::ARMING_ONE } else { 0 };
+            let state = (state - less) & !cell::SLEEP;
+            // A delivery still on its way must not wake a task that let go.
+            drop(cell.waker.take_exclusive());
+            if cell::unheld(state) {
+                self.driver.free_held(self.cell, &mut held);
+            } else {
+                // Relaxed: published by the hold's Release (see above).
+                cell.state.store(state, Ordering::Relaxed);
+            }
+            return;
+        }
+        // Acquire: sees a delivery's update of this arming.
+        let state = cell.state.load(Ordering::Acquire);
+        let pending = cell::armings_of(state) > 0 && !cell::fired(state);
+        let cancelled = pending && self.driver.remote.cancel(self.handle);
         if !cancelled {
             // A delivery may still be on its way: it must not wake a task that let go.
             drop(cell.waker.take());
@@ -314,7 +330,7 @@ impl Registration {
             })
             .unwrap_or_else(|s| s);
         if cell::unheld((prev - less) & !cell::SLEEP) {
-            self.driver.free_cell(self.cell, held.as_mut());
+            self.driver.free_cell(self.cell, None);
         }
     }
 }
