@@ -44,7 +44,8 @@
 //! On the owner's thread (the thread whose current driver is the sleep's base): registering,
 //! [`Sleep::reset`] (the base's in-place `reset_at`) and dropping (the base's local cancel) are
 //! direct calls on the base, after taking it with one atomic swap that on a current-thread
-//! runtime never fails. On any other thread (a work-stealing runtime moved the task, or the
+//! runtime never fails; while the base is held the sleep's own cell is written with plain stores
+//! (deliveries, its only other writers, run under the base too). On any other thread (a work-stealing runtime moved the task, or the
 //! sleep was sent elsewhere): polling reads the cell only; dropping uses [`crate::Remote::cancel`]
 //! (one CAS that races the fire: exactly one wins); resetting uses the one cross-core re-arm
 //! function (today `Remote::reschedule_after`, a new handle carrying the same payload). A
