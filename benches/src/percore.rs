@@ -9,12 +9,12 @@
 //! - Queue: one producer core hands `items` integers to one consumer core through a bounded or
 //!   unbounded MPSC queue (a full bounded queue makes the producer spin), and one thread pushes and
 //!   pops in pairs (the uncontended cost).
-//! - Scaling: each thread owns one base holding `per_core` keepalive timers (30 to 60 s out) and
-//!   refreshes random ones. A share of its connections have their timer on the next core's base
-//!   (scheduled there through the `Remote`): refreshing one of those is a cross-core
-//!   `reschedule_after` (cancel and schedule through that base's inbox). Every 64 refreshes the
-//!   thread turns its base, applying what the other cores sent. Ideal scaling is N times the
-//!   single-core rate.
+//! - Scaling ([`keepalive`]): each thread holds `per_core` keepalive timers (30 to 60 s out) and
+//!   refreshes random ones; a share of its connections have their timer on the next core. The
+//!   same load runs on the percpu bases (a remote refresh goes through the `Remote`), on a wheel
+//!   per core behind a `std` or `parking_lot` mutex, on one wheel behind one global mutex, and
+//!   (one thread) on a bare wheel. Every 64 refreshes a thread does its core's timer work. Ideal
+//!   scaling is N times the single-core rate.
 //! - Timeliness: timers one to ten milliseconds out, one at a time, on a pinned thread that parks
 //!   on the base's fd; lateness is the wall time from the deadline to the handler. The floor is a
 //!   `timerfd` armed (absolute, `CLOCK_MONOTONIC`) at each deadline and read from the same thread.
@@ -24,10 +24,13 @@
 //! processes share those cores, so the figures carry their noise.
 
 use crate::rng::SplitMix64;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Barrier, OnceLock};
 use std::time::{Duration, Instant};
-use tickwheel_percpu::{Config, Handle, Mode, RescheduleError, ScheduleError};
+use tickwheel_percpu::{Config, Mode};
+
+pub mod keepalive;
+
+pub use keepalive::{CoreRun, Design, Load};
 
 /// The cores this process may run on, read once: `core_affinity` reads the calling thread's
 /// mask, which shrinks to one core as soon as that thread is pinned.
@@ -170,174 +173,6 @@ pub fn same_thread_ns_per_pair(q: &dyn Mpsc, pairs: u64) -> f64 {
     }
     std::hint::black_box(sum);
     t.elapsed().as_nanos() as f64 / pairs as f64
-}
-
-/// One thread's part of a scaling run.
-#[derive(Clone, Copy, Debug)]
-pub struct CoreRun {
-    /// Refreshes done.
-    pub ops: u64,
-    /// Time they took.
-    pub elapsed: Duration,
-    /// Schedules that found a full inbox and were retried.
-    pub inbox_full_retries: u64,
-}
-
-impl CoreRun {
-    /// Refreshes per second.
-    pub fn ops_per_sec(&self) -> f64 {
-        self.ops as f64 / self.elapsed.as_secs_f64()
-    }
-}
-
-fn keepalive_delay(rng: &mut SplitMix64) -> Duration {
-    Duration::from_millis(rng.between(30_000, 60_000))
-}
-
-/// Schedules `value` on `target` through `remote`, turning `base` while that inbox is full.
-fn schedule_remote(
-    base: &mut tickwheel_percpu::Base<u64>,
-    remote: &tickwheel_percpu::Remote<u64>,
-    target: usize,
-    delay: Duration,
-    mut value: u64,
-    retries: &mut u64,
-) -> Result<Handle, String> {
-    loop {
-        match remote.schedule_after(target, delay, value) {
-            Ok(h) => return Ok(h),
-            Err(ScheduleError::InboxFull(v)) => {
-                value = v;
-                *retries += 1;
-                base.turn(|_| {});
-                std::hint::spin_loop();
-            }
-            Err(e) => return Err(format!("remote schedule failed: {e}")),
-        }
-    }
-}
-
-/// Counts this thread in at `arrived` and waits for all `threads`, turning `base` meanwhile: a
-/// core that waited without draining its inbox would stall every core sending to it.
-fn arrive_turning(base: &mut tickwheel_percpu::Base<u64>, arrived: &AtomicUsize, threads: usize) {
-    // Release/Acquire: what a thread did before arriving is visible to those that see the count.
-    arrived.fetch_add(1, Ordering::Release);
-    while arrived.load(Ordering::Acquire) < threads {
-        base.turn(|_| {});
-        std::hint::spin_loop();
-    }
-}
-
-/// Runs the keepalive load on `threads` pinned cores, each with its own base, `remote_share` of
-/// connections having their timer on the next core. Returns each thread's figures.
-pub fn keepalive_scaling(
-    threads: usize,
-    remote_share: f64,
-    per_core: usize,
-    ops_per_thread: u64,
-    seed: u64,
-) -> Result<Vec<CoreRun>, String> {
-    if threads == 0 || threads > available_cores() {
-        return Err(format!("{threads} threads on {} cores", available_cores()));
-    }
-    let config = Config {
-        mode: Mode::Coarse,
-        ..Config::default()
-    };
-    let (bases, remote) =
-        tickwheel_percpu::bases::<u64>(threads, config).map_err(|e| format!("bases: {e}"))?;
-    let populated = AtomicUsize::new(0);
-    let finished = AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        let workers: Vec<_> = bases
-            .into_iter()
-            .enumerate()
-            .map(|(t, mut base)| {
-                let remote = remote.clone();
-                let (populated, finished) = (&populated, &finished);
-                s.spawn(move || -> Result<CoreRun, String> {
-                    let pinned = pin(t);
-                    let mut rng = SplitMix64::new(seed ^ (t as u64 + 1).wrapping_mul(0x9E37));
-                    let next = (t + 1) % threads;
-                    let mut retries = 0u64;
-                    let mut handles = Vec::with_capacity(per_core);
-                    let setup = pinned.and_then(|()| {
-                        for i in 0..per_core as u64 {
-                            let delay = keepalive_delay(&mut rng);
-                            let away = threads > 1
-                                && (rng.below(1 << 20) as f64) < remote_share * f64::from(1 << 20);
-                            let h = if away {
-                                schedule_remote(&mut base, &remote, next, delay, i, &mut retries)?
-                            } else {
-                                base.schedule_after(delay, i)
-                                    .map_err(|e| format!("schedule: {e}"))?
-                            };
-                            handles.push(h);
-                            if i % 64 == 0 {
-                                base.turn(|_| {});
-                            }
-                        }
-                        Ok(())
-                    });
-                    // Everyone arrives, even a thread that failed, so none waits forever.
-                    arrive_turning(&mut base, populated, threads);
-                    let start = Instant::now();
-                    let refreshed = setup.and_then(|()| {
-                        for op in 0..ops_per_thread {
-                            let i = rng.below(per_core as u64) as usize;
-                            let delay = keepalive_delay(&mut rng);
-                            let h = handles[i];
-                            if h.base() == t {
-                                if !base.reset_after(h, delay) {
-                                    return Err(format!("core {t}: own timer {i} was not pending"));
-                                }
-                            } else {
-                                handles[i] = match remote.reschedule_after(h, delay, i as u64) {
-                                    Ok(h) => h,
-                                    Err(RescheduleError::Schedule(e)) if e.is_inbox_full() => {
-                                        retries += 1;
-                                        let target = h.base();
-                                        let v = e.into_inner();
-                                        schedule_remote(
-                                            &mut base,
-                                            &remote,
-                                            target,
-                                            delay,
-                                            v,
-                                            &mut retries,
-                                        )?
-                                    }
-                                    Err(_) => {
-                                        return Err(format!("core {t}: remote timer {i} lost"));
-                                    }
-                                };
-                            }
-                            if op % 64 == 63 {
-                                base.turn(|_| {});
-                            }
-                        }
-                        Ok(())
-                    });
-                    let elapsed = start.elapsed();
-                    arrive_turning(&mut base, finished, threads);
-                    base.turn(|_| {});
-                    refreshed?;
-                    Ok(CoreRun {
-                        ops: ops_per_thread,
-                        elapsed,
-                        inbox_full_retries: retries,
-                    })
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .map(|w| {
-                w.join()
-                    .map_err(|_| "a scaling thread panicked".to_string())?
-            })
-            .collect()
-    })
 }
 
 /// Percentiles of a set of lateness samples.

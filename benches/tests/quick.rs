@@ -32,13 +32,33 @@ fn quick_run_writes_tables_csv_and_charts() {
             "no tickwheel row in {section}"
         );
     }
-    for section in ["queue_same_thread", "percore_refresh", "lateness_p99"] {
+    for section in [
+        "queue_same_thread",
+        "percore_refresh",
+        "percore_peers",
+        "percore_ns_per_op",
+        "percore_inbox_full",
+        "lateness_p99",
+    ] {
         assert!(csv.contains(&format!("\n{section},")), "no {section} rows");
+    }
+    for design in [
+        "percpu",
+        "wheel per core + std Mutex",
+        "wheel per core + parking_lot Mutex",
+        "global std Mutex<Wheel>",
+        "bare Wheel",
+    ] {
+        assert!(
+            csv.contains(&format!("\npercore_peers,{design}, remote 0%,")),
+            "no {design} keepalive rows"
+        );
     }
     let svg = std::fs::read_to_string(out.join("reset.svg")).expect("reset.svg written");
     assert!(svg.contains("<svg") && svg.contains("tickwheel-exact"));
     let tables = std::fs::read_to_string(out.join("tables.md")).expect("tables.md written");
     assert!(tables.contains("### targets"));
+    assert!(tables.contains("### per-core keepalive against locks"));
     std::fs::remove_dir_all(&out).ok();
 }
 

@@ -48,15 +48,23 @@ pub fn model<F>(body: F) -> usize
 where
     F: Fn() + Send + Sync + 'static,
 {
+    model_bounded(usize::MAX, body)
+}
+
+/// [`model`] with the preemption bound capped at `max_preemptions`, for a model whose owner
+/// spins through many turns: each extra preemption multiplies its executions tenfold or more.
+pub fn model_bounded<F>(max_preemptions: usize, body: F) -> usize
+where
+    F: Fn() + Send + Sync + 'static,
+{
     #[cfg(loom)]
     {
         use std::sync::atomic::{AtomicUsize, Ordering};
         let count = std::sync::Arc::new(AtomicUsize::new(0));
         let seen = count.clone();
         let mut builder = loom::model::Builder::new();
-        if builder.preemption_bound.is_none() {
-            builder.preemption_bound = Some(2);
-        }
+        let bound = builder.preemption_bound.unwrap_or(2).min(max_preemptions);
+        builder.preemption_bound = Some(bound);
         builder.check(move || {
             // Relaxed: loom runs executions one after another on this thread.
             seen.fetch_add(1, Ordering::Relaxed);
@@ -66,6 +74,7 @@ where
     }
     #[cfg(not(loom))]
     {
+        let _ = max_preemptions;
         for _ in 0..NATIVE_RUNS {
             body();
         }
@@ -78,7 +87,15 @@ pub fn check<F>(name: &str, body: F) -> usize
 where
     F: Fn() + Send + Sync + 'static,
 {
-    let runs = model(body);
+    check_bounded(name, usize::MAX, body)
+}
+
+/// [`check`] with the preemption bound capped (see [`model_bounded`]).
+pub fn check_bounded<F>(name: &str, max_preemptions: usize, body: F) -> usize
+where
+    F: Fn() + Send + Sync + 'static,
+{
+    let runs = model_bounded(max_preemptions, body);
     eprintln!("{name}: {runs} executions");
     assert!(runs > 1, "{name}: explored only {runs} execution(s)");
     runs
@@ -121,4 +138,17 @@ pub fn one_base<T: Send + 'static>(
     };
     let (mut bases, remote) = tickwheel_percpu::bases(1, config).expect("bases");
     (bases.pop().expect("one base"), remote, clock)
+}
+
+/// After a race: one more turn fires nothing, the wheel is empty, every slot is free again, and
+/// the counters balance (`scheduled == fired + cancelled`).
+pub fn assert_quiet_and_balanced<T: Send + 'static>(base: &mut Base<T>) {
+    base.turn(|_| panic!("fired twice"));
+    assert!(base.is_empty());
+    assert_eq!(base.free_slots(), base.slot_capacity());
+    let s = base.stats();
+    assert_eq!(
+        s.scheduled,
+        s.fired + s.cancelled_local + s.cancelled_remote
+    );
 }

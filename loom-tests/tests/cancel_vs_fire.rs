@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use tickwheel_loom_tests::sync::{Arc, AtomicBool, Ordering, spawn};
-use tickwheel_loom_tests::{check, one_base};
+use tickwheel_loom_tests::{assert_quiet_and_balanced, check, one_base};
 
 #[test]
 fn remote_cancel_races_fire() {
@@ -30,21 +30,14 @@ fn remote_cancel_races_fire() {
         assert!(fired != cancelled, "fired={fired} cancelled={cancelled}");
 
         // Whoever won, the next turn leaves nothing behind.
-        base.turn(|_| panic!("fired twice"));
-        assert!(base.is_empty());
-        assert_eq!(base.free_slots(), base.slot_capacity());
-        let s = base.stats();
-        assert_eq!(
-            s.scheduled,
-            s.fired + s.cancelled_local + s.cancelled_remote
-        );
+        assert_quiet_and_balanced(&mut base);
     });
 }
 
 #[test]
 fn remote_cancel_races_apply_and_fire_of_a_remote_schedule() {
-    // The timer comes through the inbox, so the cancel can land before the owner applies the
-    // message, between apply and fire, or after the fire.
+    // The timer comes through the notice stack, so the cancel can land before the owner files
+    // it, between filing and fire, or after the fire.
     check("cancel_vs_fire_remote_scheduled", || {
         let (mut base, remote, clock) = one_base::<u32>(2, 2);
         let h = remote.schedule_after(0, Duration::ZERO, 7).unwrap();

@@ -1,11 +1,11 @@
-//! Model 5: several producers and the draining owner. Every message is applied exactly once:
-//! each payload fires once, none is lost, none doubled. Producers retry on `InboxFull`, which the
-//! small inbox makes reachable.
+//! Model 5: several producers and the draining owner. Every remote schedule is filed exactly
+//! once: each payload fires once, none is lost, none doubled, while the owner refills the reserve
+//! the producers pop from. (Refusals when the reserve runs dry are model 10's `reserve_shared`.)
 
 use std::time::Duration;
 
 use tickwheel_loom_tests::sync::{Arc, AtomicUsize, Ordering, spawn, yield_now};
-use tickwheel_loom_tests::{check, one_base};
+use tickwheel_loom_tests::{check_bounded, one_base};
 
 fn produce(remote: &tickwheel_percpu::Remote<u32>, mut value: u32) {
     loop {
@@ -22,8 +22,10 @@ fn produce(remote: &tickwheel_percpu::Remote<u32>, mut value: u32) {
 
 #[test]
 fn every_message_applied_once() {
-    check("producers", || {
-        let (mut base, remote, _clock) = one_base::<u32>(4, 1);
+    // Two producers and an owner that turns until it has seen both: bounded at 2 preemptions
+    // (about 130,000 executions; 3 takes too long for CI).
+    check_bounded("producers", 2, || {
+        let (mut base, remote, _clock) = one_base::<u32>(4, 2);
         let sent = Arc::new(AtomicUsize::new(0));
         let producers: Vec<_> = [1u32, 2]
             .into_iter()

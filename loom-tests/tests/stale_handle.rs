@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use tickwheel_loom_tests::sync::{Arc, AtomicUsize, Ordering, spawn};
+use tickwheel_loom_tests::sync::{Arc, AtomicUsize, Ordering, spawn, yield_now};
 use tickwheel_loom_tests::{check, one_base};
 
 #[test]
@@ -21,7 +21,12 @@ fn stale_cancel_does_not_hit_reused_slot() {
                 f2.fetch_or(v as usize, Ordering::Relaxed);
             };
             base.turn(mark);
-            // A's slot is free again (fired, or reclaimed after a winning cancel): B takes it.
+            // A's slot comes free (fired, or freed by the turn that takes a winning cancel's
+            // notice): B takes it.
+            while base.free_slots() == 0 {
+                yield_now();
+                base.turn(mark);
+            }
             let b = base.schedule_after(Duration::ZERO, 2).unwrap();
             assert_eq!(b.base(), a.base());
             clock.advance(Duration::from_millis(1));

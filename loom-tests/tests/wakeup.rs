@@ -2,14 +2,15 @@
 //!
 //! The owner turns, then "sleeps" until its real fd (epoll of eventfd) polls readable. If the
 //! producer's message was missed by the turn and the kick were lost, the owner would spin forever.
-//! A second model checks the wake word alone against a simulated eventfd.
+//! A second model checks the wake word alone against a simulated eventfd; a third checks the kick
+//! accounting over several parks: once everything is done, the fd is not left readable.
 
 use std::time::Duration;
 
 use tickwheel_loom_tests::sync::{Arc, AtomicUsize, Ordering, spawn, yield_now};
 use tickwheel_loom_tests::{check, one_base, sleep_on};
 use tickwheel_percpu::mpsc::Queue;
-use tickwheel_percpu::protocol::wake::Wake;
+use tickwheel_percpu::protocol::wake::{Notify, Wake};
 
 #[test]
 fn remote_schedule_wakes_parking_owner() {
@@ -44,7 +45,7 @@ fn wake_word_never_loses_a_message() {
                 let (queue, wake, kicks) = (queue.clone(), wake.clone(), kicks.clone());
                 spawn(move || {
                     queue.push(v).unwrap();
-                    if wake.notify() {
+                    if wake.notify() == Notify::Kick {
                         // Release: the kick is observed after the message, like an eventfd write.
                         kicks.fetch_add(1, Ordering::Release);
                     }
@@ -75,5 +76,34 @@ fn wake_word_never_loses_a_message() {
         }
         // At most one kick per park, and never more kicks than messages.
         assert!(kicks.load(Ordering::Relaxed) <= 2);
+    });
+}
+
+#[test]
+fn no_kick_is_left_over_after_several_parks() {
+    check("wakeup_kick_accounting", || {
+        let (mut base, remote, _clock) = one_base::<u32>(3, 2);
+        let producer = spawn(move || {
+            for v in 0..2 {
+                remote.schedule_after(0, Duration::ZERO, v).unwrap();
+                yield_now();
+            }
+        });
+        let mut got = 0;
+        while got < 2 {
+            got += base.turn(|_| {});
+            if got < 2 {
+                sleep_on(base.fd());
+            }
+        }
+        producer.join().unwrap();
+        // Every kick made was owed and is read back by the turns that follow: a loop that now
+        // waits on the fd must block (here: the fd must not poll readable after a quiet turn).
+        base.turn(|_| panic!("nothing left to fire"));
+        base.turn(|_| panic!("nothing left to fire"));
+        assert!(
+            !tickwheel_loom_tests::readable(base.fd()),
+            "fd readable with nothing to do"
+        );
     });
 }

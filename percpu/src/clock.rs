@@ -11,8 +11,15 @@
 //! `Instant` is `CLOCK_MONOTONIC` on Linux. The epoch is read as an `Instant` first and then as raw
 //! clock nanoseconds, so the raw epoch is never earlier than the `Instant` epoch; converting an
 //! `Instant` deadline to raw time can then only move it later (by the nanoseconds between the two
-//! reads), never earlier. For `Boottime` and `Manual` the `Instant`s the API hands out are
-//! `epoch + elapsed` on that clock.
+//! reads), never earlier. For `Manual` the `Instant`s the API hands out are `epoch + elapsed` on
+//! the manual clock.
+//!
+//! `Boottime` counts the time a suspended machine sleeps and `Instant` does not, so the two drift
+//! apart by every suspend. There an `Instant` deadline is taken as "this long from now": both
+//! clocks are read together when it is converted (`Instant` first), and the time left until it is
+//! added to the boottime reading. A deadline handed over just before a suspend therefore fires no
+//! earlier than that long after the call, counted in boottime, never early; the `Instant`s the
+//! API hands out are converted back the same way.
 //!
 //! Clock stepping back: the kernel clocks never do; a [`ManualClock`] may be `set` backwards. The
 //! base keeps the largest time it has seen, so its wheel never runs backwards.
@@ -179,18 +186,48 @@ impl Timeline {
         }
     }
 
-    /// Nanoseconds since the epoch of an `Instant` (0 if before the epoch).
+    /// True if `Instant`s run at this timeline's pace (every clock but `CLOCK_BOOTTIME`).
+    fn instants_keep_pace(&self) -> bool {
+        !matches!(self.source, Source::Kernel { id, .. } if id == libc::CLOCK_BOOTTIME)
+    }
+
+    /// Nanoseconds since the epoch of an `Instant` deadline (0 if before the epoch).
     pub(crate) fn instant_to_ns(&self, at: Instant) -> u64 {
-        duration_to_ns(at.saturating_duration_since(self.epoch))
+        if self.instants_keep_pace() {
+            return duration_to_ns(at.saturating_duration_since(self.epoch));
+        }
+        // Instant first, timeline second: the time left is measured from the earlier reading,
+        // so the deadline can only come out later.
+        let instant_now = Instant::now();
+        deadline_ns_from_remaining(at, instant_now, self.now_ns())
     }
 
     /// The `Instant` at `ns` since the epoch (saturating far in the future).
     pub(crate) fn ns_to_instant(&self, ns: u64) -> Instant {
-        let d = Duration::from_nanos(ns);
-        self.epoch
-            .checked_add(d)
-            .unwrap_or(self.epoch + Duration::from_secs(u32::MAX.into()))
+        let far = || self.epoch + Duration::from_secs(u32::MAX.into());
+        if self.instants_keep_pace() {
+            return self
+                .epoch
+                .checked_add(Duration::from_nanos(ns))
+                .unwrap_or_else(far);
+        }
+        let now_ns = self.now_ns();
+        let instant_now = Instant::now();
+        if ns <= now_ns {
+            let ago = Duration::from_nanos(now_ns - ns);
+            instant_now.checked_sub(ago).unwrap_or(self.epoch)
+        } else {
+            let ahead = Duration::from_nanos(ns - now_ns);
+            instant_now.checked_add(ahead).unwrap_or_else(far)
+        }
     }
+}
+
+/// A deadline on a timeline whose clock need not keep pace with `Instant`: `timeline_now_ns`
+/// plus the time left from `instant_now` until `at` (none if `at` has passed). The two readings
+/// must be taken together, `instant_now` first.
+fn deadline_ns_from_remaining(at: Instant, instant_now: Instant, timeline_now_ns: u64) -> u64 {
+    timeline_now_ns.saturating_add(duration_to_ns(at.saturating_duration_since(instant_now)))
 }
 
 fn kernel(id: libc::clockid_t) -> io::Result<Source> {
@@ -246,6 +283,44 @@ mod tests {
         assert_eq!(c.elapsed(), Duration::from_secs(1));
         c.advance(Duration::MAX);
         assert_eq!(c.now_ns(), u64::MAX);
+    }
+
+    #[test]
+    fn boottime_deadline_survives_a_suspend() {
+        // Stand-in for a suspend: the timeline (boottime) is 30 s ahead of what `Instant` counted
+        // since the epoch. A caller asks for "10 s from now" as an `Instant`.
+        let epoch = Instant::now();
+        let instant_now = epoch + Duration::from_secs(100);
+        let boot_now_ns = duration_to_ns(Duration::from_secs(130));
+        let at = instant_now + Duration::from_secs(10);
+        let deadline = deadline_ns_from_remaining(at, instant_now, boot_now_ns);
+        assert_eq!(
+            deadline,
+            boot_now_ns + duration_to_ns(Duration::from_secs(10))
+        );
+        // Mapping through the epoch instead would have put the deadline 20 s before now.
+        let through_epoch = duration_to_ns(at.saturating_duration_since(epoch));
+        assert!(
+            through_epoch < boot_now_ns,
+            "the old mapping fires 30 s early"
+        );
+        // A deadline already passed is due now, not before the epoch.
+        assert_eq!(
+            deadline_ns_from_remaining(epoch, instant_now, boot_now_ns),
+            boot_now_ns
+        );
+    }
+
+    #[test]
+    fn boottime_instants_round_trip_through_now() {
+        let t = Timeline::new(&ClockSource::Boottime, Duration::from_millis(1)).unwrap();
+        let at = Instant::now() + Duration::from_secs(5);
+        let ns = t.instant_to_ns(at);
+        let now = t.now_ns();
+        // Never early: at least the 5 s asked for (less the time since `at` was computed).
+        assert!(ns + 1_000_000 >= now + 5_000_000_000, "{ns} vs {now}");
+        let back = t.ns_to_instant(ns);
+        assert!(back + Duration::from_millis(5) >= at && back <= at + Duration::from_millis(5));
     }
 
     #[test]

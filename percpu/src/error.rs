@@ -5,21 +5,26 @@ use std::fmt;
 
 /// A schedule that did not happen; the payload comes back inside.
 #[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ScheduleError<T> {
-    /// The target base's inbox (or its reserve of slots for other threads) is full until its owner
-    /// turns. Retry later or shed load.
+    /// A schedule from another thread found the target base's reserve of free slots empty; its
+    /// owner refills it (to `Config::inbox_capacity` slots) at every turn. Retry after that turn
+    /// or shed load.
     InboxFull(T),
     /// The base has no free slot: `Config::wheel_capacity` (or the default table size) is in use.
     Full(T),
-    /// No base with that index in this set (or the calling thread runs no base).
+    /// No base with that index in this set (or the calling thread runs no base of this payload
+    /// type).
     NoSuchBase(T),
+    /// The base was dropped (for instance its runtime was shut down): nothing will fire there.
+    Closed(T),
 }
 
 impl<T> ScheduleError<T> {
     /// The payload that was not scheduled.
     pub fn into_inner(self) -> T {
         match self {
-            Self::InboxFull(v) | Self::Full(v) | Self::NoSuchBase(v) => v,
+            Self::InboxFull(v) | Self::Full(v) | Self::NoSuchBase(v) | Self::Closed(v) => v,
         }
     }
 
@@ -38,11 +43,19 @@ impl<T> ScheduleError<T> {
         matches!(self, Self::NoSuchBase(_))
     }
 
+    /// True for [`ScheduleError::Closed`].
+    pub fn is_closed(&self) -> bool {
+        matches!(self, Self::Closed(_))
+    }
+
     fn describe(&self) -> &'static str {
         match self {
-            Self::InboxFull(_) => "the target base's inbox is full",
+            Self::InboxFull(_) => {
+                "the target base has no slot set aside for other threads until its owner turns"
+            }
             Self::Full(_) => "the base has no free timer slot",
             Self::NoSuchBase(_) => "no such base",
+            Self::Closed(_) => "the base is closed",
         }
     }
 }
@@ -53,6 +66,7 @@ impl<T> fmt::Debug for ScheduleError<T> {
             Self::InboxFull(_) => "InboxFull",
             Self::Full(_) => "Full",
             Self::NoSuchBase(_) => "NoSuchBase",
+            Self::Closed(_) => "Closed",
         };
         f.debug_tuple(name).finish_non_exhaustive()
     }

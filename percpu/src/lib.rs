@@ -1,9 +1,9 @@
 //! Per-core timer bases on top of the [`tickwheel`] wheel.
 //!
 //! [`bases`] makes N bases, one per core you intend to run. Each [`Base`] owns a wheel touched
-//! only by its owning thread; other threads schedule and cancel through a [`Remote`], which uses
-//! only atomics and bounded lock-free queues: no mutex, no rwlock, no spin lock on any cross-core
-//! path. Each base exposes one fd that any epoll/mio loop can register ([`Base::fd`]), and one call
+//! only by its owning thread; other threads schedule, re-arm and cancel through a [`Remote`],
+//! which uses only atomics and two lock-free stacks per base that can never be full: no mutex, no
+//! rwlock, no spin lock, and no waiting for another thread on any cross-core path. Each base exposes one fd that any epoll/mio loop can register ([`Base::fd`]), and one call
 //! ([`Base::turn`]) that does its work. [`Runtime`] runs the default loop on pinned threads for
 //! users who have no loop of their own.
 //!
@@ -16,6 +16,7 @@
 //! let (mut bases, remote) = bases::<&str>(2, config).unwrap();
 //! let h = bases[0].schedule_after(Duration::from_millis(10), "local").unwrap();
 //! remote.schedule_after(0, Duration::from_millis(5), "from afar").unwrap();
+//! assert!(remote.reset_after(h, Duration::from_millis(30))); // in place, from any thread
 //! assert!(remote.cancel(h)); // from any thread: true means it will never fire
 //! clock.advance(Duration::from_millis(20));
 //! let mut fired = Vec::new();
@@ -26,59 +27,54 @@
 //! # Ground rules for the shared slot state
 //!
 //! Every base has a fixed table of slots (`Config::wheel_capacity`, or 4 Mi by default, allocated
-//! zeroed so untouched slots cost no memory). Each slot is one `AtomicU64` packing
-//! `(generation: u32, state)`. A [`Handle`] is `(set, base, slot, generation)`.
+//! zeroed so untouched slots cost no memory). A slot's record holds one `AtomicU64` word packing
+//! `(generation, seq, flags, state)`, the timer's deadline tick, a link word and a cell for a
+//! payload in transit. A [`Handle`] is `(set, base, slot, generation)`. The full transition table
+//! is in `protocol::slots`; in short:
 //!
-//! States: `FREE` (held by a free list or by the thread about to arm it), `PENDING` (armed; will
-//! fire unless a cancel wins), `CANCELLED` (a cancel won; the owner has yet to reclaim the slot).
-//! "Fired" is not a state of its own: firing frees the slot and moves the generation on in the same
-//! CAS, so every handle of that arming is stale from then on.
-//!
-//! | transition                   | who                                     | how   |
-//! |------------------------------|-----------------------------------------|-------|
-//! | `FREE(g)` → `PENDING(g)`     | the slot's holder (owner, or a remote that took it from the reserve) | store |
-//! | `PENDING(g)` → `FREE(g)`     | same holder, before the handle escaped (inbox full) | store |
-//! | `PENDING(g)` → `CANCELLED(g)`| any thread cancelling (remote, or owner for an in-flight remote schedule) | CAS |
-//! | `PENDING(g)` → `FREE(g+1)`   | owner: fire, or own cancel of a wheel entry | CAS |
-//! | `CANCELLED(g)` → `FREE(g+1)` | owner, after removing the wheel entry (if any) | store |
+//! - `FREE(g)` → `PENDING(g)`: the thread holding the slot arms it (the owner, or a remote that
+//!   took it from the base's reserve).
+//! - `PENDING(g)` → `CANCELLED(g)`: any thread cancelling, by CAS.
+//! - `PENDING(g)` → `FREE(g+1)`: the owner firing or cancelling, by CAS.
+//! - `PENDING` → `PENDING` with `seq + 1`: a remote re-arm, by two CASes around its deadline
+//!   store (a `RESETTING` flag held in between, which nobody waits for).
+//! - `CANCELLED(g)` → `FREE(g+1)`: the owner, once no flag says another thread still has a use
+//!   for the record.
 //!
 //! Only the `PENDING` word is contested, and everyone who leaves it uses a CAS, so exactly one of
-//! "fire" and "cancel" wins. That CAS is the one atomic read-modify-write on the owner's local
-//! cancel/fire path; local schedule is a plain store and local reset touches no atomic but a load.
-//!
-//! Orderings: slot words are all Relaxed. The race is settled by one word's modification order; no
-//! other memory is published through the word (the payload never leaves the owner's thread, and a
-//! remote schedule's payload travels in the inbox). Slots and messages change hands only through
-//! the queues ([`mpsc::Queue`]), whose per-cell sequence numbers are Release on write and Acquire
-//! on read, which also carries the slot word's latest value along. The wake word uses AcqRel RMWs
-//! (see `protocol::wake`).
+//! "fire" and "cancel" wins. "Fired" is not a state of its own: firing frees the slot and moves
+//! the generation on in the same CAS, so every handle of that arming is stale from then on.
 //!
 //! Cancel against fire, on two cores:
 //!
 //! ```text
 //!   CPU0 (owner of base 0)                 CPU1 (holds handle h = (0, s, g))
-//!   turn(): wheel says slot s is due
+//!   turn(): wheel says slot s is due,
+//!   deadline word says it is time
 //!                                          Remote::cancel(h):
-//!   CAS word[s]  PENDING(g) -> FREE(g+1)    CAS word[s]  PENDING(g) -> CANCELLED(g)
+//!   CAS word[s]  PENDING(g) -> FREE(g+1)    CAS word[s]  PENDING(g) -> CANCELLED(g)+QUEUED
 //!          \_____________ one of the two CASes comes first ______________/
 //!   owner first:  run handler(payload)      -> cancel's CAS fails: returns false ("fired/firing")
 //!   cancel first: CAS fails, finds          -> returns true ("will never fire");
-//!                 CANCELLED(g): drop           pushes Cancel{s, g} notice (best effort)
-//!                 payload, FREE(g+1)
+//!                 CANCELLED: drop payload;     pushes slot s on the notice stack, so the owner
+//!                 the notice frees the slot    frees it at its next turn
 //! ```
 //!
 //! A stale handle (its slot since fired, cancelled or re-armed) carries an old generation, so its
-//! CAS compares against a word that can never again equal `PENDING(old)` (until the 32-bit
+//! CAS compares against a word that can never again be `PENDING(old)` (until the 32-bit
 //! generation wraps): it returns false and touches nothing, on any core.
 //!
-//! Remote schedule: the remote pops a free slot from the base's reserve (a [`mpsc::Queue`] the
-//! owner refills every turn), arms it, pushes `Schedule{slot, g, deadline, payload}` to the inbox
-//! and returns the handle. If the inbox is full it un-arms the slot, returns it to the reserve, and
-//! hands the payload back (`ScheduleError::InboxFull`). The owner files the payload at its next
-//! turn, or reclaims the slot at once if it finds it already `CANCELLED`.
+//! Re-arm against fire: the owner reads the deadline word before its CAS to `FREE`; a remote
+//! re-arm bumps `seq` after storing the new deadline, so an owner that read the old deadline
+//! fails its CAS, reads again, and files the timer at the new deadline.
 //!
-//! Wake-ups: see [`protocol::wake`] (one word, EMPTY/NOTIFIED/PARKED, all RMW; no message is
-//! missed and at most one eventfd write happens per park).
+//! Remote schedule: the remote pops a free slot from the base's reserve (a lock-free stack the
+//! owner refills every turn), writes the payload into the slot's cell, arms it, and pushes the slot
+//! on the base's notice stack. The owner files it at its next turn. No queue can be full: the
+//! stacks are linked through the slots themselves, and a slot is on at most one of them.
+//!
+//! Wake-ups: see [`protocol::wake`] (one word, all RMW; no notice is missed, at most one eventfd
+//! write happens per park, and only the first notice of a batch touches the word at all).
 //!
 //! # The loom suite
 //!
@@ -96,6 +92,7 @@ pub mod mpsc;
 pub mod protocol;
 mod remote;
 pub mod runtime;
+mod shared;
 mod stats;
 mod sync;
 mod sys;
@@ -109,18 +106,24 @@ pub use base::Base;
 pub use clock::{ClockSource, ManualClock};
 pub use error::ScheduleError;
 pub use handle::Handle;
-pub use remote::{Remote, RescheduleError};
+pub use remote::Remote;
 pub use runtime::Runtime;
 pub use stats::{BaseStats, Lateness};
 pub use tickwheel::Mode;
 
 use crossbeam_utils::CachePadded;
-use remote::{Group, Shared};
+use shared::{Group, Shared};
 use sync::Arc;
 use tickwheel::Wheel;
 
 /// Slots per base when `Config::wheel_capacity` is `None`.
 pub const DEFAULT_SLOTS: usize = 1 << 22;
+
+/// Largest `Config::wheel_capacity` (slot indices must stay below the stacks' end marker).
+pub const MAX_SLOTS: usize = u32::MAX as usize - 1;
+
+/// Largest `Config::inbox_capacity`.
+pub const MAX_INBOX: usize = 1 << 20;
 
 /// How a set of bases is built.
 #[derive(Clone, Debug)]
@@ -132,10 +135,12 @@ pub struct Config {
     pub tick: Duration,
     /// Clock to follow (default `CLOCK_MONOTONIC`).
     pub clock: ClockSource,
-    /// Most timers per base; also the size of its shared slot table. `None`: [`DEFAULT_SLOTS`].
+    /// Most timers per base (at most [`MAX_SLOTS`]); also the size of its shared slot table.
+    /// `None`: [`DEFAULT_SLOTS`].
     pub wheel_capacity: Option<usize>,
-    /// Inbox cells per base (rounded up to a power of two, at least 2; default 4096). Also the number of free
-    /// slots kept in reserve for remote schedules.
+    /// Free slots each base keeps in reserve for schedules from other threads (1 to
+    /// [`MAX_INBOX`], default 4096): how many remote schedules a base takes between two of its
+    /// turns before refusing with `InboxFull`. Remote cancels and re-arms need no reserve.
     pub inbox_capacity: usize,
 }
 
@@ -155,24 +160,42 @@ fn invalid(msg: &'static str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
 }
 
-/// Makes `n` bases sharing one clock, and a [`Remote`] reaching all of them.
-///
-/// Errors: `n` is 0 or above 65,535; a capacity is 0 or above 2^32; the tick is zero; or a
-/// timerfd/eventfd/epoll could not be created.
-pub fn bases<T: Send + 'static>(n: usize, config: Config) -> io::Result<(Vec<Base<T>>, Remote<T>)> {
+/// Checks a configuration before anything is allocated; returns the slots per base.
+fn validate(n: usize, config: &Config) -> io::Result<usize> {
     if n == 0 || n > usize::from(u16::MAX) {
         return Err(invalid("number of bases must be in 1..=65535"));
     }
     let slots = config.wheel_capacity.unwrap_or(DEFAULT_SLOTS);
-    if slots == 0 || slots > u32::MAX as usize {
-        return Err(invalid("wheel_capacity must be in 1..=u32::MAX"));
+    if slots == 0 || slots > MAX_SLOTS {
+        return Err(invalid("wheel_capacity must be in 1..=u32::MAX - 1"));
     }
-    if config.inbox_capacity == 0 {
-        return Err(invalid("inbox_capacity must be at least 1"));
+    if config.inbox_capacity == 0 || config.inbox_capacity > MAX_INBOX {
+        return Err(invalid("inbox_capacity must be in 1..=2^20"));
     }
+    Ok(slots)
+}
+
+/// Makes `n` bases sharing one clock, and a [`Remote`] reaching all of them.
+///
+/// Errors (`InvalidInput`, checked before anything is allocated): `n` is 0 or above 65,535; a
+/// capacity is out of its range; the tick is zero; the wheel refuses its geometry (the wheel's
+/// [`tickwheel::BuildError`] is the error's source). Or a timerfd/eventfd/epoll could not be
+/// created.
+pub fn bases<T: Send + 'static>(n: usize, config: Config) -> io::Result<(Vec<Base<T>>, Remote<T>)> {
+    let slots = validate(n, &config)?;
     let timeline = clock::Timeline::new(&config.clock, config.tick)?;
+    let wheels = (0..n)
+        .map(|_| match config.wheel_capacity {
+            // The table bounds the wheel, so an unbounded wheel is never asked for more.
+            None => Ok(Wheel::new(config.mode)),
+            Some(cap) => Wheel::builder(config.mode)
+                .capacity(cap)
+                .build()
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e)),
+        })
+        .collect::<io::Result<Vec<_>>>()?;
     let shared = (0..n)
-        .map(|_| Shared::new(slots, config.inbox_capacity).map(CachePadded::new))
+        .map(|_| Shared::new(slots).map(CachePadded::new))
         .collect::<io::Result<Vec<_>>>()?;
     let group = Arc::new(Group {
         set: handle::next_set_tag(),
@@ -181,15 +204,7 @@ pub fn bases<T: Send + 'static>(n: usize, config: Config) -> io::Result<(Vec<Bas
     });
     let reserve_target = config.inbox_capacity.min(slots);
     let mut out = Vec::with_capacity(n);
-    for index in 0..n {
-        let wheel = match config.wheel_capacity {
-            // The table bounds the wheel, so an unbounded wheel is never asked for more.
-            None => Wheel::new(config.mode),
-            Some(cap) => Wheel::builder(config.mode)
-                .capacity(cap)
-                .build()
-                .map_err(|_| invalid("wheel configuration rejected"))?,
-        };
+    for (index, wheel) in wheels.into_iter().enumerate() {
         out.push(Base::new(group.clone(), index, wheel, reserve_target)?);
     }
     Ok((out, Remote { group }))

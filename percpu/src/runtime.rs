@@ -7,8 +7,8 @@
 //!
 //! Code running on a runtime thread (a handler, typically) can schedule on its own core without
 //! naming it: [`schedule_after`] and [`current_base`] use a thread-local set when the thread starts.
-//! Such a schedule goes through the base's inbox (the handler runs inside `turn`, which holds the
-//! base), so it is filed at the end of the turn without a syscall.
+//! Such a schedule goes through the base's notice stack (the handler runs inside `turn`, which
+//! holds the base), and the turn leaves the fd readable so the next turn files it at once.
 //!
 //! With a [`crate::ManualClock`] there is no timerfd to wake a parked thread when time is moved
 //! by hand: call `remote().wake(i)` after advancing the clock.
@@ -195,12 +195,38 @@ impl<T> Drop for Runtime<T> {
             // Release: as in `stop_and_join`.
             self.stop.store(true, Ordering::Release);
             for shared in self.remote.group.bases.iter() {
-                shared.notify();
+                shared.wake_owner();
             }
             for t in self.threads.drain(..) {
                 let _ = t.join();
             }
         }
+    }
+}
+
+/// The worker loop of a [`Runtime`] thread: turns `base`, calling `on_fire` for each due payload,
+/// and sleeps with `wait` (which blocks until the base's fd is readable) until `stop` is set and
+/// the base's owner is woken (`Remote::wake`). Public for the model checker, which passes a
+/// `wait` that spins instead of blocking; not part of the stable API.
+#[doc(hidden)]
+pub fn run_until_stopped<T: Send + 'static>(
+    base: &mut Base<T>,
+    stop: &AtomicBool,
+    mut on_fire: impl FnMut(T),
+    mut wait: impl FnMut(&mut Base<T>),
+) {
+    loop {
+        base.turn(&mut on_fire);
+        // The flag is read after the turn and before the sleep, never before the turn: a turn
+        // consumes the wake-up that shutdown sends after setting the flag. That turn's `begin`
+        // swap (AcqRel, see `protocol::wake`) then synchronises with shutdown's notify, so the
+        // load below sees the flag; if the notify comes after this load instead, it finds the
+        // owner parked and kicks the fd, so `wait` returns and the next turn looks again.
+        // Acquire: pairs with the Release store in shutdown.
+        if stop.load(Ordering::Acquire) {
+            return;
+        }
+        wait(base);
     }
 }
 
@@ -215,20 +241,19 @@ impl<T: Send + 'static, F: Fn(T)> Worker<T, F> {
     /// The default loop: turn, then sleep on the base's fd until there is work.
     fn run(self, mut base: Base<T>) -> BaseStats {
         set_current(base.index(), self.remote.clone());
-        // Acquire: pairs with the Release store in shutdown.
-        while !self.stop.load(Ordering::Acquire) {
-            base.turn(|value| {
-                if catch_unwind(AssertUnwindSafe(|| (self.handler)(value))).is_err() {
-                    // Relaxed: a statistic.
-                    self.panics.fetch_add(1, Ordering::Relaxed);
-                }
-            });
+        let on_fire = |value| {
+            if catch_unwind(AssertUnwindSafe(|| (self.handler)(value))).is_err() {
+                // Relaxed: a statistic.
+                self.panics.fetch_add(1, Ordering::Relaxed);
+            }
+        };
+        run_until_stopped(&mut base, &self.stop, on_fire, |base| {
             if let Err(e) = base.park(None) {
                 // epoll_wait fails only on a bad fd or memory fault; back off instead of spinning.
                 debug_assert!(false, "park failed: {e}");
                 std::thread::sleep(Duration::from_millis(1));
             }
-        }
+        });
         let stats = base.stats();
         CURRENT.with(|c| c.borrow_mut().take());
         drop(base);

@@ -88,22 +88,24 @@ pub struct Lateness {
 
 /// A snapshot of one base's counters.
 ///
-/// Once a base is quiet (no timer pending, inbox empty),
+/// Once a base is quiet (no timer pending, a turn taken since the last remote operation),
 /// `scheduled == fired + cancelled_local + cancelled_remote`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BaseStats {
-    /// Timers armed on this base (locally, or applied from the inbox).
+    /// Timers armed on this base (locally, or filed from another thread's schedule).
     pub scheduled: u64,
     /// Payloads handed to the caller of `turn`.
     pub fired: u64,
     /// Cancels that won, made by the owning thread.
     pub cancelled_local: u64,
-    /// Cancels that won, made by other threads.
+    /// Cancels that won, made by other threads (counted when the owner frees the slot).
     pub cancelled_remote: u64,
-    /// Schedules refused because the inbox (or the remote slot reserve) was full.
+    /// Schedules from other threads refused because the base's reserve of free slots was empty
+    /// (each refusal once, however often the caller retries).
     pub inbox_full: u64,
-    /// Cancel notices that did not fit in the inbox (the owner reclaims those at fire time).
-    pub cancel_notices_dropped: u64,
+    /// Wheel entries that came due for a timer pushed later, and were filed again.
+    pub refiled: u64,
     /// Cascades done by the wheel (always 0 in Coarse mode).
     pub cascades: u64,
     /// Fire time minus deadline.

@@ -148,9 +148,9 @@ fn reset_away_then_at_home() {
     let base = BaseThread::start(&timers);
     for i in 0..20u64 {
         let mut s = base.filed(Instant::now() + Duration::from_secs(60));
-        // Away: the cross-core re-arm (it may still sit in the base's inbox) ...
+        // Away: the cross-core re-arm, in place ...
         s.reset(Instant::now() + Duration::from_secs(30));
-        // ... then at home, in place or replacing the inbox one.
+        // ... then at home, earlier, in place.
         let deadline = Instant::now() + Duration::from_millis(2 + i % 3);
         let mut s = base.on_base(move || {
             s.reset(deadline);
@@ -159,7 +159,7 @@ fn reset_away_then_at_home() {
         wait_here(&mut s);
         assert!(Instant::now() >= deadline, "early");
     }
-    // Nothing left behind: the replaced timers were cancelled, not left to fire in 30 s.
+    // Nothing left behind: no timer of an earlier arming is left to fire in 30 s.
     std::thread::sleep(Duration::from_millis(50));
     base.stop();
     assert_eq!(timers.occupancy(0).map(|o| o.1), Some(0));

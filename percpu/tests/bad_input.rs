@@ -138,36 +138,38 @@ fn no_such_base() {
 #[test]
 fn invalid_configs_are_errors() {
     assert!(bases::<u32>(0, Config::default()).is_err());
-    assert!(
-        bases::<u32>(
-            1,
-            Config {
-                tick: Duration::ZERO,
-                ..Config::default()
-            }
-        )
-        .is_err()
-    );
-    assert!(
-        bases::<u32>(
-            1,
-            Config {
-                inbox_capacity: 0,
-                ..Config::default()
-            }
-        )
-        .is_err()
-    );
-    assert!(
-        bases::<u32>(
-            1,
-            Config {
-                wheel_capacity: Some(0),
-                ..Config::default()
-            }
-        )
-        .is_err()
-    );
+    let rejected = |config: Config| {
+        let err = bases::<u32>(1, config).expect_err("must be refused");
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
+    };
+    rejected(Config {
+        tick: Duration::ZERO,
+        ..Config::default()
+    });
+    // Each of these used to panic, abort or try to allocate hundreds of gigabytes.
+    for inbox in [0, 1 << 21, (1 << 32) + 1, usize::MAX / 2, usize::MAX] {
+        rejected(Config {
+            inbox_capacity: inbox,
+            ..Config::default()
+        });
+    }
+    for cap in [0, u32::MAX as usize, usize::MAX] {
+        rejected(Config {
+            wheel_capacity: Some(cap),
+            ..Config::default()
+        });
+    }
+    // The same bounds for the runtime, before any thread starts.
+    let err = Runtime::<u32>::start(
+        &[first_core()],
+        Config {
+            inbox_capacity: usize::MAX,
+            ..Config::default()
+        },
+        |_| {},
+    )
+    .unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
 }
 
 #[test]

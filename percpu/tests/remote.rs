@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use tickwheel_percpu::{ClockSource, Config, ManualClock, Mode, RescheduleError, bases};
+use tickwheel_percpu::{ClockSource, Config, ManualClock, Mode, bases};
 
 fn config(clock: &ManualClock) -> Config {
     Config {
@@ -75,24 +75,80 @@ fn owner_cancels_a_remote_schedule_still_in_flight() {
 }
 
 #[test]
-fn reschedule_is_cancel_plus_schedule() {
+fn remote_reset_later_keeps_the_handle_and_never_fires_early() {
     let clock = ManualClock::new();
     let (mut all, remote) = bases::<u32>(2, config(&clock)).unwrap();
-    let h = all[1].schedule_after(Duration::from_millis(1), 1).unwrap();
-    let h2 = remote
-        .reschedule_after(h, Duration::from_millis(10), 2)
-        .unwrap();
-    assert_eq!(h2.base(), 1);
-    clock.advance(Duration::from_millis(5));
-    assert_eq!(all[1].turn(|_| panic!("old payload fired")), 0);
-    clock.advance(Duration::from_millis(5));
+    let h = all[1].schedule_after(Duration::from_millis(2), 1).unwrap();
+    assert!(remote.reset_after(h, Duration::from_millis(10)));
+    for _ in 0..9 {
+        clock.advance(Duration::from_millis(1));
+        assert_eq!(
+            all[1].turn(|_| panic!("fired before the re-armed deadline")),
+            0
+        );
+    }
+    assert_eq!(all[1].len(), 1, "re-filed, still one entry");
+    clock.advance(Duration::from_millis(1));
     let mut got = Vec::new();
     all[1].turn(|v| got.push(v));
-    assert_eq!(got, [2]);
-    match remote.reschedule_after(h2, Duration::from_millis(1), 3) {
-        Err(RescheduleError::NotPending(3)) => {}
-        other => panic!("expected NotPending(3), got {other:?}"),
-    }
+    assert_eq!(got, [1]);
+    assert!(
+        !remote.reset_after(h, Duration::from_millis(1)),
+        "fired: stale"
+    );
+    assert!(!remote.cancel(h));
+    assert!(all[1].stats().refiled >= 1);
+}
+
+#[test]
+fn remote_reset_earlier_moves_the_timer_at_the_next_turn() {
+    let clock = ManualClock::new();
+    let (mut all, remote) = bases::<u32>(2, config(&clock)).unwrap();
+    let h = all[1].schedule_after(Duration::from_secs(60), 5).unwrap();
+    assert!(remote.reset_after(h, Duration::from_millis(3)));
+    clock.advance(Duration::from_millis(2));
+    assert_eq!(all[1].turn(|_| panic!("early")), 0);
+    clock.advance(Duration::from_millis(1));
+    let mut got = Vec::new();
+    all[1].turn(|v| got.push(v));
+    assert_eq!(got, [5], "moved earlier by the notice");
+    assert_eq!(all[1].free_slots(), all[1].slot_capacity());
+}
+
+#[test]
+fn remote_reset_of_a_remote_schedule_before_it_is_filed() {
+    let clock = ManualClock::new();
+    let (mut all, remote) = bases::<u32>(1, config(&clock)).unwrap();
+    let h = remote
+        .schedule_after(0, Duration::from_millis(1), 4)
+        .unwrap();
+    assert!(remote.reset_after(h, Duration::from_millis(5)));
+    assert!(
+        all[0].reset_after(h, Duration::from_millis(6)),
+        "owner: not yet filed, still pending"
+    );
+    clock.advance(Duration::from_millis(5));
+    assert_eq!(all[0].turn(|_| panic!("early")), 0);
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(all[0].turn(|v| assert_eq!(v, 4)), 1);
+}
+
+#[test]
+fn cancel_after_remote_reset_wins_and_frees_the_slot() {
+    let clock = ManualClock::new();
+    let (mut all, remote) = bases::<u32>(2, config(&clock)).unwrap();
+    let h = all[0].schedule_after(Duration::from_millis(1), 1).unwrap();
+    assert!(remote.reset_after(h, Duration::from_millis(30)));
+    assert!(remote.cancel(h));
+    assert!(!remote.reset_after(h, Duration::from_millis(1)));
+    all[0].turn(|_| panic!("cancelled"));
+    assert_eq!(
+        all[0].len(),
+        0,
+        "the notice took it out of the wheel at once"
+    );
+    assert_eq!(all[0].free_slots(), all[0].slot_capacity());
+    assert_eq!(all[0].stats().cancelled_remote, 1);
 }
 
 #[test]
@@ -104,7 +160,7 @@ fn own_base_remote_cancel_through_base() {
     assert!(all[0].cancel(h));
     assert!(
         !all[0].reset_after(h, Duration::from_millis(1)),
-        "reset only for own handles"
+        "cancelled: another base's handle is re-armed through the remote path, and fails"
     );
     clock.advance(Duration::from_millis(1));
     assert_eq!(all[1].turn(|_| panic!("cancelled")), 0);

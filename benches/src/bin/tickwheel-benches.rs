@@ -36,6 +36,8 @@ struct Plan {
     skip_cores: bool,
     /// Keepalive timers per core in the scaling section.
     per_core: Option<usize>,
+    /// Run the per-core keepalive section alone.
+    scaling_only: bool,
 }
 
 impl Plan {
@@ -97,6 +99,7 @@ fn parse_args() -> Result<Plan, String> {
         skip_memory: false,
         skip_cores: false,
         per_core: None,
+        scaling_only: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -132,10 +135,11 @@ fn parse_args() -> Result<Plan, String> {
                 let v = args.next().ok_or("--per-core needs a count")?;
                 plan.per_core = Some(v.parse().map_err(|e| format!("--per-core {v}: {e}"))?);
             }
+            "--scaling-only" => plan.scaling_only = true,
             "--bench" => {} // passed by `cargo bench`
             other => {
                 return Err(format!(
-                    "unknown argument {other:?}; try --quick, --out DIR, --reps N, --sizes A,B, --only KIND,.., --workloads W,.., --no-memory, --no-cores, --per-core N"
+                    "unknown argument {other:?}; try --quick, --out DIR, --reps N, --sizes A,B, --only KIND,.., --workloads W,.., --no-memory, --no-cores, --per-core N, --scaling-only"
                 ));
             }
         }
@@ -176,11 +180,22 @@ fn main() {
         println!("{}", b.unwrap_or_else(|e| die(&e)));
         return;
     }
+    if args.get(1).map(String::as_str) == Some("keepalive") {
+        let report = one_keepalive_run(&args[2..]).unwrap_or_else(|e| die(&e));
+        println!("{report}");
+        return;
+    }
     let plan = parse_args().unwrap_or_else(|e| die(&e));
     let cores = percore::available_cores(); // before any thread is pinned
     eprintln!("{cores} cores available for pinning");
     let started = Instant::now();
     let mut rows = Vec::new();
+    if plan.scaling_only {
+        rows.extend(run_scaling(&plan));
+        write_outputs(&plan, &rows).unwrap_or_else(|e| die(&e));
+        eprintln!("finished in {:.1?}", started.elapsed());
+        return;
+    }
     for n in plan.sizes() {
         for w in plan.workloads() {
             if n >= 10_000_000 && !runs_at_ten_million(w) {
@@ -612,47 +627,190 @@ fn run_queues(plan: &Plan) -> Vec<Row> {
 const REMOTE_SHARES: [(f64, &str); 3] =
     [(0.0, "remote 0%"), (0.1, "remote 10%"), (0.5, "remote 50%")];
 
-/// Keepalive refreshes per second per core, 1..=available pinned threads.
+/// Every refresh remote: with the 0% run at the same thread count, the cost of one remote
+/// refresh against one local one.
+const ALL_REMOTE: (f64, &str) = (1.0, "remote 100%");
+
+/// Thread counts of the scaling section: one, two, and every core (each at most once).
+fn scaling_threads(cores: usize) -> Vec<usize> {
+    let mut t = vec![1, 2.min(cores), cores];
+    t.dedup();
+    t
+}
+
+/// The per-core keepalive load on every design, 1, 2 and all pinned threads, each remote share;
+/// designs interleaved inside each repetition, checksums compared across designs.
+///
+/// Rows: `percore_refresh` (percpu, per-core rate, as before), `percore_peers` (every design,
+/// aggregate rate), `percore_ns_per_op` (every design, per thread), and the percpu cross-core
+/// counters of the timed phase (`percore_inbox_full`, `percore_notices_dropped`,
+/// `percore_inbox_retries`, `percore_stalled_ms`).
 fn run_scaling(plan: &Plan) -> Vec<Row> {
+    use percore::keepalive::{self, Design, Load};
     let (populations, ops, reps) = if plan.quick {
-        (vec![1_000], 100_000, 1)
+        (vec![1_000], 20_000, 1)
     } else {
-        (vec![10_000, 100_000], 2_000_000, 5)
+        (vec![10_000, 100_000], 1_000_000, 3)
     };
     let populations = plan.per_core.map_or(populations, |n| vec![n]);
+    let reps = plan.reps.map_or(reps, |r| r.max(1) as u64);
     let cores = percore::available_cores();
     let mut rows = Vec::new();
     for per_core in populations {
-        for threads in 1..=cores {
-            for (share, label) in REMOTE_SHARES {
-                if threads == 1 && share > 0.0 {
-                    continue; // one core has no other core to send to
-                }
-                let mut samples = Vec::new();
+        let pop = format!("{} timers/core", report::size_label(per_core as u64));
+        for threads in scaling_threads(cores) {
+            let shares = REMOTE_SHARES
+                .iter()
+                .chain(std::iter::once(&ALL_REMOTE))
+                .filter(|(share, _)| threads > 1 || *share == 0.0);
+            for &(share, label) in shares {
+                let mut load = Load {
+                    threads,
+                    remote_share: share,
+                    per_core,
+                    ops_per_thread: ops,
+                    seed: SEED,
+                };
+                let designs: Vec<Design> = Design::ALL
+                    .into_iter()
+                    .filter(|d| d.supports(&load))
+                    .collect();
+                let mut rates = vec![Vec::new(); designs.len()];
+                let mut ns = vec![Vec::new(); designs.len()];
+                let mut pressure = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
                 for rep in 0..reps {
-                    let runs =
-                        percore::keepalive_scaling(threads, share, per_core, ops, SEED + rep)
-                            .unwrap_or_else(|e| die(&format!("scaling, {threads} threads: {e}")));
-                    let per_core_rate: f64 =
-                        runs.iter().map(percore::CoreRun::ops_per_sec).sum::<f64>()
-                            / threads as f64;
-                    samples.push(per_core_rate / 1e6);
+                    load.seed = SEED + rep;
+                    let mut sums = Vec::new();
+                    let mut log = format!("  keepalive {threads} threads, {label}, {pop}:");
+                    for (i, &design) in designs.iter().enumerate() {
+                        let run = keepalive::keepalive_scaling(design, &load).unwrap_or_else(|e| {
+                            die(&format!(
+                                "scaling, {}, {threads} threads: {e}",
+                                design.name()
+                            ))
+                        });
+                        let rate = run.aggregate_ops_per_sec() / 1e6;
+                        log.push_str(&format!(" {} {rate:.1} M/s;", design.name()));
+                        rates[i].push(rate);
+                        ns[i].push(run.ns_per_op());
+                        sums.push((design.name(), run.checksum));
+                        if design == Design::Percpu {
+                            pressure[0].push(run.backpressure.inbox_full as f64);
+                            pressure[1].push(run.backpressure.notices_dropped as f64);
+                            pressure[2].push(run.inbox_full_retries() as f64);
+                            pressure[3].push(run.stalled().as_secs_f64() * 1e3);
+                        }
+                    }
+                    eprintln!("{log}");
+                    if let Some(bad) = sums.iter().find(|s| s.1 != sums[0].1) {
+                        die(&format!(
+                            "keepalive, {threads} threads, {label}, {pop}: checksums disagree: {bad:?} vs {:?}",
+                            sums[0]
+                        ));
+                    }
                 }
-                let series = format!(
-                    "{label}, {} timers/core",
-                    report::size_label(per_core as u64)
-                );
-                rows.push(Row::from_samples(
-                    "percore_refresh",
-                    &series,
-                    threads as u64,
-                    "M refreshes/s per core",
-                    &samples,
-                ));
+                for (i, design) in designs.iter().enumerate() {
+                    let series = format!("{}, {label}, {pop}", design.name());
+                    let n = threads as u64;
+                    let unit = "M refreshes/s, all threads";
+                    rows.push(Row::from_samples(
+                        "percore_peers",
+                        &series,
+                        n,
+                        unit,
+                        &rates[i],
+                    ));
+                    let unit = "ns/refresh per thread";
+                    rows.push(Row::from_samples(
+                        "percore_ns_per_op",
+                        &series,
+                        n,
+                        unit,
+                        &ns[i],
+                    ));
+                    if *design == Design::Percpu && share < 1.0 {
+                        let per_core: Vec<f64> = rates[i].iter().map(|r| r / n as f64).collect();
+                        rows.push(Row::from_samples(
+                            "percore_refresh",
+                            &format!("{label}, {pop}"),
+                            n,
+                            "M refreshes/s per core",
+                            &per_core,
+                        ));
+                    }
+                }
+                let series = format!("{label}, {pop}");
+                for (section, samples) in [
+                    "percore_inbox_full",
+                    "percore_notices_dropped",
+                    "percore_inbox_retries",
+                    "percore_stalled_ms",
+                ]
+                .into_iter()
+                .zip(&pressure)
+                {
+                    if !samples.is_empty() {
+                        rows.push(Row::from_samples(
+                            section,
+                            &series,
+                            threads as u64,
+                            if section == "percore_stalled_ms" {
+                                "ms, all threads"
+                            } else {
+                                "count"
+                            },
+                            samples,
+                        ));
+                    }
+                }
             }
         }
     }
     rows
+}
+
+/// `keepalive DESIGN THREADS REMOTE_SHARE PER_CORE OPS [SEED]`: one run of the per-core keepalive
+/// load on one design (for instruction counts, or a look at one configuration).
+fn one_keepalive_run(args: &[String]) -> Result<String, String> {
+    use percore::keepalive::{self, Design, Load};
+    let usage = || {
+        let keys: Vec<&str> = Design::ALL.iter().map(|d| d.key()).collect();
+        format!(
+            "usage: keepalive DESIGN THREADS REMOTE_SHARE PER_CORE OPS [SEED]; DESIGN is one of {}",
+            keys.join(", ")
+        )
+    };
+    let (design, rest) = args.split_first().ok_or_else(usage)?;
+    let design =
+        Design::from_key(design).ok_or_else(|| format!("no design {design:?}; {}", usage()))?;
+    let num = |i: usize, what: &str| -> Result<f64, String> {
+        let v = rest.get(i).ok_or_else(usage)?;
+        v.parse().map_err(|e| format!("{what} {v}: {e}"))
+    };
+    if rest.len() > 5 {
+        return Err(usage());
+    }
+    let load = Load {
+        threads: num(0, "THREADS")? as usize,
+        remote_share: num(1, "REMOTE_SHARE")?,
+        per_core: num(2, "PER_CORE")? as usize,
+        ops_per_thread: num(3, "OPS")? as u64,
+        seed: match rest.get(4) {
+            Some(v) => v.parse().map_err(|e| format!("SEED {v}: {e}"))?,
+            None => SEED,
+        },
+    };
+    let run = keepalive::keepalive_scaling(design, &load)?;
+    Ok(format!(
+        "{}: {:.2} M refreshes/s all threads, {:.1} ns/refresh per thread, {:?}, {:?}, {} retries, {:.1?} stalled",
+        design.name(),
+        run.aggregate_ops_per_sec() / 1e6,
+        run.ns_per_op(),
+        run.checksum,
+        run.backpressure,
+        run.inbox_full_retries(),
+        run.stalled()
+    ))
 }
 
 /// Lateness of the timerfd driver next to a bare timerfd.
@@ -750,6 +908,7 @@ fn percore_tables(rows: &[Row]) -> String {
             md.push_str("\n\n");
         }
     }
+    md.push_str(&peer_tables(rows));
     md.push_str("### timeliness — lateness from deadline to handler, µs\n\n| timer | p50 | p99 | max |\n|---|---:|---:|---:|\n");
     let mut names: Vec<&str> = Vec::new();
     for r in rows.iter().filter(|r| r.section == "lateness_p50") {
@@ -769,5 +928,241 @@ fn percore_tables(rows: &[Row]) -> String {
         ));
     }
     md.push('\n');
+    md
+}
+
+/// The per-core keepalive designs side by side: one table per population, the cost of a remote
+/// refresh against a local one, and the targets of the cross-core path.
+fn peer_tables(rows: &[Row]) -> String {
+    use percore::keepalive::Design;
+    use std::fmt::Write as _;
+    let get = |section: &str, design: Design, label: &str, pop: &str, threads: u64| {
+        let series = format!("{}, {label}, {pop}", design.name());
+        report::lookup(rows, section, &series, threads)
+    };
+    let rate = |d, label, pop, threads| get("percore_peers", d, label, pop, threads);
+    let show = |v: Option<f64>| v.map_or("–".to_string(), report::figure);
+    let ratio = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a / b);
+    let show_ratio = |v: Option<f64>| v.map_or("–".to_string(), |r| format!("{r:.2}x"));
+    let percpu = Design::Percpu.name();
+    // Populations, in first-seen order, from the percpu rows at 0% remote on one thread.
+    let mut pops: Vec<String> = Vec::new();
+    for r in rows
+        .iter()
+        .filter(|r| r.section == "percore_peers" && r.n == 1)
+    {
+        if let Some(pop) = r.series.strip_prefix(&format!("{percpu}, remote 0%, ")) {
+            if !pops.iter().any(|p| p == pop) {
+                pops.push(pop.to_string());
+            }
+        }
+    }
+    let mut threads: Vec<u64> = rows
+        .iter()
+        .filter(|r| r.section == "percore_peers")
+        .map(|r| r.n)
+        .collect();
+    threads.sort_unstable();
+    threads.dedup();
+    // The targets are for two threads (or the most this machine has, if fewer).
+    let pair = threads
+        .iter()
+        .copied()
+        .filter(|&t| t <= 2)
+        .max()
+        .unwrap_or(1);
+    let pressure = |section: &str, label: &str, pop: &str, t: u64| {
+        report::lookup(rows, section, &format!("{label}, {pop}"), t)
+            .map_or("–".to_string(), |c| format!("{c:.0}"))
+    };
+    let mut md = String::new();
+    for pop in &pops {
+        let _ = writeln!(
+            md,
+            "### per-core keepalive against locks, {pop} — million refreshes per second, all threads together (medians)\n"
+        );
+        md.push_str(
+            "| threads | remote | percpu | wheel/core + std Mutex | wheel/core + parking_lot | global Mutex | bare Wheel | percpu / std | percpu / parking_lot | percpu scaling | std Mutex scaling | InboxFull | notices dropped | stalled (ms) |\n",
+        );
+        md.push_str("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        for &t in &threads {
+            for (_, label) in REMOTE_SHARES {
+                let Some(p) = rate(Design::Percpu, label, pop, t) else {
+                    continue;
+                };
+                let std_m = rate(Design::StdMutexPerCore, label, pop, t);
+                let pl = rate(Design::ParkingLotPerCore, label, pop, t);
+                let scaling = |d: Design| {
+                    let one = rate(d, "remote 0%", pop, 1)?;
+                    Some(rate(d, label, pop, t)? / one)
+                };
+                let scaling = |d| {
+                    if t == 1 {
+                        "–".to_string()
+                    } else {
+                        scaling(d).map_or("–".to_string(), |s| format!("{s:.2}"))
+                    }
+                };
+                let _ = writeln!(
+                    md,
+                    "| {t} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    label.trim_start_matches("remote "),
+                    report::figure(p),
+                    show(std_m),
+                    show(pl),
+                    show(rate(Design::GlobalMutex, label, pop, t)),
+                    show(rate(Design::BareWheel, label, pop, t)),
+                    show_ratio(ratio(Some(p), std_m)),
+                    show_ratio(ratio(Some(p), pl)),
+                    scaling(Design::Percpu),
+                    scaling(Design::StdMutexPerCore),
+                    pressure("percore_inbox_full", label, pop, t),
+                    pressure("percore_notices_dropped", label, pop, t),
+                    pressure("percore_stalled_ms", label, pop, t),
+                );
+            }
+        }
+        md.push('\n');
+    }
+    // Remote against local, at the same thread count. The marginal cost of a remote refresh
+    // comes from the 0% and 50% runs (half the refreshes remote: t50 = (t0 + t_remote) / 2), where
+    // the owner and one remote core both use each core's timers. The 100% runs are shown too, but
+    // there each core's timers have a single user (the next core in the ring), so a lock-based
+    // remote refresh moves no cache lines and looks as cheap as a local one.
+    let marginal = |d: Design, pop: &str| {
+        let t0 = get("percore_ns_per_op", d, "remote 0%", pop, pair)?;
+        let t50 = get("percore_ns_per_op", d, "remote 50%", pop, pair)?;
+        Some(2.0 * t50 - t0)
+    };
+    if threads.iter().any(|&t| t > 1) {
+        let _ = writeln!(
+            md,
+            "### one keepalive refresh, local and remote — ns per refresh on each thread, turns included ({pair} threads; local: the 0% run; remote: 2·t(50%) − t(0%), and the 100% run)\n"
+        );
+        md.push_str("| design | timers/core | local | remote | remote / local | all remote (100%) | 100% / local | InboxFull (100%) | notices dropped (100%) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+        for pop in &pops {
+            for d in [
+                Design::Percpu,
+                Design::StdMutexPerCore,
+                Design::ParkingLotPerCore,
+                Design::GlobalMutex,
+            ] {
+                let local = get("percore_ns_per_op", d, "remote 0%", pop, pair);
+                let remote = marginal(d, pop);
+                let all = get("percore_ns_per_op", d, ALL_REMOTE.1, pop, pair);
+                if local.is_none() {
+                    continue;
+                }
+                let (full, dropped) = if d == Design::Percpu {
+                    (
+                        pressure("percore_inbox_full", ALL_REMOTE.1, pop, pair),
+                        pressure("percore_notices_dropped", ALL_REMOTE.1, pop, pair),
+                    )
+                } else {
+                    ("–".to_string(), "–".to_string())
+                };
+                let _ = writeln!(
+                    md,
+                    "| {} | {} | {} | {} | {} | {} | {} | {full} | {dropped} |",
+                    d.name(),
+                    pop.trim_end_matches(" timers/core"),
+                    show(local),
+                    show(remote),
+                    show_ratio(ratio(remote, local)),
+                    show(all),
+                    show_ratio(ratio(all, local)),
+                );
+            }
+        }
+        md.push('\n');
+    }
+    // The targets of the cross-core path.
+    let mut targets = String::new();
+    let mut line = |target: String, pop: &str, measured: Option<String>, goal: &str, met: bool| {
+        if let Some(m) = measured {
+            let met = if met { "yes" } else { "NO" };
+            let pop = pop.trim_end_matches(" timers/core");
+            let _ = writeln!(targets, "| {target} | {pop} | {m} | {goal} | {met} |");
+        }
+    };
+    for pop in &pops {
+        for (_, label) in &REMOTE_SHARES[1..] {
+            let r = ratio(
+                rate(Design::Percpu, label, pop, pair),
+                rate(Design::StdMutexPerCore, label, pop, pair),
+            );
+            let m = r.map(|r| format!("{r:.2}x"));
+            line(
+                format!("percpu vs wheel per core + std Mutex, {label}, {pair} threads"),
+                pop,
+                m,
+                "≥1.5x",
+                r.is_some_and(|r| r >= 1.5),
+            );
+        }
+        for (label, goal) in [("remote 10%", 1.8), ("remote 50%", 1.3)] {
+            let s = ratio(
+                rate(Design::Percpu, label, pop, pair),
+                rate(Design::Percpu, "remote 0%", pop, 1),
+            );
+            line(
+                format!("percpu {pair}-thread scaling, {label}"),
+                pop,
+                s.filter(|_| pair > 1).map(|s| format!("{s:.2}")),
+                &format!("≥{goal}"),
+                s.is_some_and(|s| s >= goal),
+            );
+        }
+        let r = ratio(
+            rate(Design::Percpu, "remote 0%", pop, 1),
+            rate(Design::BareWheel, "remote 0%", pop, 1),
+        );
+        line(
+            "percpu vs bare Wheel, one thread, no remote".into(),
+            pop,
+            r.map(|r| format!("{r:.2}x")),
+            "≥0.95x",
+            r.is_some_and(|r| r >= 0.95),
+        );
+        let r = ratio(
+            marginal(Design::Percpu, pop),
+            get("percore_ns_per_op", Design::Percpu, "remote 0%", pop, pair),
+        );
+        line(
+            format!("percpu remote / local refresh, {pair} threads"),
+            pop,
+            r.filter(|_| pair > 1).map(|r| format!("{r:.2}x")),
+            "≤2x",
+            r.is_some_and(|r| r <= 2.0),
+        );
+        for (section, what) in [
+            ("percore_inbox_full", "InboxFull"),
+            ("percore_notices_dropped", "dropped cancel notices"),
+        ] {
+            // The largest count of any run of the table at this population (0%, 10% and 50%
+            // remote, every thread count and repetition; the 100% runs are shown with the cost).
+            let worst = rows
+                .iter()
+                .filter(|r| {
+                    r.section == section
+                        && r.series.ends_with(pop.as_str())
+                        && !r.series.starts_with(ALL_REMOTE.1)
+                })
+                .map(|r| r.max)
+                .reduce(f64::max);
+            line(
+                format!("percpu {what} in the timed phase (worst run)"),
+                pop,
+                worst.map(|w| format!("{w:.0}")),
+                "0",
+                worst == Some(0.0),
+            );
+        }
+    }
+    if !targets.is_empty() {
+        md.push_str("### targets of the cross-core path\n\n| target | timers/core | measured | goal | met |\n|---|---|---:|---:|---|\n");
+        md.push_str(&targets);
+        md.push('\n');
+    }
     md
 }

@@ -27,7 +27,7 @@ use std::time::Duration;
 use super::Base;
 use crate::clock::ns_to_tick_floor;
 use crate::protocol::wake::Found;
-use crate::remote::Group;
+use crate::shared::Group;
 use crate::sys;
 
 const TOKEN_TIMER: u64 = 1;
@@ -123,7 +123,7 @@ impl<T: Send + 'static> Base<T> {
 
     pub(super) fn due_on_manual_clock(&mut self) -> bool {
         let now_tick = ns_to_tick_floor(self.read_clock(), self.tick_ns());
-        self.wheel.next_expiry().is_some_and(|t| t <= now_tick) || !self.shared().inbox.is_empty()
+        self.wheel.next_expiry().is_some_and(|t| t <= now_tick) || !self.shared().notices.is_empty()
     }
 }
 

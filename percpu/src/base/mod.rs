@@ -4,15 +4,23 @@
 //! # Model
 //! The wheel, the slot → wheel-entry map and the private free list are plain memory touched only
 //! by the owning thread (`Base` is `Send`, not `Sync`). Other threads reach the base through its
-//! [`Shared`] part: slot words, inbox, reserve, wake word.
+//! [`Shared`] part: slot records, reserve, notice stack, wake word.
 //!
-//! Local operations go straight to the wheel. The one atomic read-modify-write on the local path
-//! is the CAS in cancel (and fire): another thread may be cancelling the same timer, and the CAS
-//! on the slot word is what decides who wins. Arming is a plain store.
+//! The slot's deadline in the shared table is the timer's deadline; the wheel entry is filed at
+//! or before it. A re-arm to a later deadline, local or remote, only stores the new deadline: when
+//! the entry comes due the owner finds the later deadline and files the entry again. So a
+//! keepalive refresh touches one slot record and no wheel list, and a remote refresh needs no
+//! message. A re-arm to an earlier deadline moves the entry (at once when local, at the next turn
+//! through a notice when remote).
+//!
+//! Local operations touch the slot word with plain loads and stores, except cancel and fire,
+//! which CAS it: another thread may be cancelling or re-arming the same timer, and the CAS is
+//! what decides. A turn takes the notice stack (one load when it is empty), fires what is due,
+//! and refills the reserve.
 //!
 //! # Given up
-//! - A remote cancel whose notice does not fit in the inbox leaves the wheel entry (and its
-//!   payload) until its expiry, when the owner finds the slot CANCELLED and reclaims it.
+//! - A timer pushed later costs one extra wheel insertion when its old entry comes due, and the
+//!   fd may wake the owner for an entry that only moves.
 //! - With a [`crate::ManualClock`] there is no timerfd: `turn` fires what the manual time makes
 //!   due, and `park` returns at once if something is due, else waits for a remote kick or timeout.
 
@@ -20,7 +28,7 @@ use std::cell::Cell;
 use std::fmt;
 use std::io;
 use std::marker::PhantomData;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use tickwheel::{TimerId, Wheel};
@@ -28,8 +36,10 @@ use tickwheel::{TimerId, Wheel};
 use crate::clock::{duration_to_ns, ns_to_tick_ceil, ns_to_tick_floor, tick_to_ns};
 use crate::error::ScheduleError;
 use crate::handle::Handle;
-use crate::protocol::slots::State;
-use crate::remote::{Group, Msg, Remote, Shared};
+use crate::protocol::slots::{Due, word};
+use crate::protocol::stack::{NIL, Notices};
+use crate::remote::Remote;
+use crate::shared::{Group, Shared};
 use crate::stats::{BaseStats, Histogram};
 use crate::sync::{Arc, Ordering};
 
@@ -44,10 +54,13 @@ pub(crate) struct Entry<T> {
 /// Owner-only per-slot record.
 #[derive(Clone, Copy, Default)]
 struct Local {
-    /// The wheel entry of the slot's current arming, once it is in the wheel.
+    /// The wheel entry of the slot's current arming, while it is in the wheel.
     id: Option<TimerId>,
-    /// Deadline tick of that arming (for lateness).
-    deadline_tick: u64,
+    /// The tick that entry is filed at (at or before the slot's deadline).
+    filed: u64,
+    /// The owner itself retired this arming to `CANCELLED` (it fired or was cancelled while a
+    /// flag was set); its notice frees the slot without counting a remote cancel.
+    retired_here: bool,
 }
 
 /// Owner-only counters.
@@ -56,6 +69,8 @@ struct Counters {
     scheduled: u64,
     fired: u64,
     cancelled_local: u64,
+    cancelled_remote: u64,
+    refiled: u64,
     lateness: Histogram,
 }
 
@@ -71,6 +86,10 @@ pub struct Base<T> {
     next_unused: u32,
     /// How many free slots the reserve for remote schedules is kept at.
     reserve_target: usize,
+    /// Slots pushed on the reserve in all (wrapping): with the reserve's pop count, its length.
+    reserve_pushes: u32,
+    /// What the owner last told remote schedulers about an exhausted table.
+    said_exhausted: bool,
     /// Largest clock reading seen, ns since the epoch.
     now_ns: u64,
     epoll: OwnedFd,
@@ -101,6 +120,8 @@ impl<T: Send + 'static> Base<T> {
             free: Vec::new(),
             next_unused: 0,
             reserve_target,
+            reserve_pushes: 0,
+            said_exhausted: false,
             now_ns: 0,
             epoll,
             timerfd,
@@ -122,12 +143,17 @@ impl<T: Send + 'static> Base<T> {
         self.group.timeline.tick_ns
     }
 
+    fn owns(&self, h: Handle) -> bool {
+        h.base() == self.index && h.set == self.group.set
+    }
+
     /// This base's index in its set.
     pub fn index(&self) -> usize {
         self.index
     }
 
-    /// The fd to wait on: readable when a timer is due or a remote message or wake arrived.
+    /// The fd to wait on: readable when a timer is due or a remote notice or wake arrived.
+    /// Also available as [`AsFd`] and [`AsRawFd`].
     pub fn fd(&self) -> RawFd {
         self.epoll.as_raw_fd()
     }
@@ -144,7 +170,8 @@ impl<T: Send + 'static> Base<T> {
         }
     }
 
-    /// Timers in this base's wheel (pending, or cancelled remotely and not yet reclaimed).
+    /// Entries in this base's wheel: pending timers, plus cancelled ones whose notice the owner
+    /// has not taken yet (they leave at the next turn).
     pub fn len(&self) -> usize {
         self.wheel.len()
     }
@@ -160,10 +187,11 @@ impl<T: Send + 'static> Base<T> {
     }
 
     /// Slots not in use: the private free list, the remote reserve and never-used slots. Equals
-    /// `slot_capacity()` on a quiet base with nothing pending and an empty inbox.
+    /// `slot_capacity()` on a quiet base with nothing pending after a turn.
     pub fn free_slots(&self) -> usize {
         let untouched = self.slot_capacity() - self.next_unused as usize;
-        self.free.len() + self.shared().reserve.len() + untouched
+        let reserve = self.shared().reserve.len_after(self.reserve_pushes);
+        self.free.len() + reserve + untouched
     }
 
     /// Schedules `value` to fire `delay` from now (the clock is read now, so it never fires
@@ -187,20 +215,21 @@ impl<T: Send + 'static> Base<T> {
         let Some(slot) = self.take_slot() else {
             return Err(ScheduleError::Full(value));
         };
-        let generation = self.shared().slots.arm(slot);
         let tick = ns_to_tick_ceil(deadline_ns, self.tick_ns());
+        let generation = self.shared().slots.arm_local(slot, tick);
         match self.wheel.insert(tick, Entry { slot, value }) {
             Ok(id) => {
                 self.local[slot as usize] = Local {
                     id: Some(id),
-                    deadline_tick: tick,
+                    filed: tick,
+                    retired_here: false,
                 };
                 self.counters.scheduled += 1;
                 self.arm_if_earlier(self.wheel.expiry(id).unwrap_or(tick));
                 Ok(self.group.handle(self.index, slot, generation))
             }
             Err(full) => {
-                self.shared().slots.unarm(slot, generation);
+                self.shared().slots.unarm_local(slot, generation);
                 self.free.push(slot);
                 Err(ScheduleError::Full(full.into_inner().value))
             }
@@ -210,75 +239,73 @@ impl<T: Send + 'static> Base<T> {
     /// Cancels `h` (of any base in the set). `true`: it will never fire. `false`: it fired, is
     /// firing, was cancelled, or `h` is stale or foreign.
     pub fn cancel(&mut self, h: Handle) -> bool {
-        if h.base() != self.index || h.set != self.group.set {
+        if !self.owns(h) {
             return self.group.cancel(h);
         }
-        let Some(local) = self.local.get(h.slot as usize).copied() else {
+        let Some(freed) = self.shared().slots.cancel_local(h.slot, h.generation) else {
             return false;
         };
-        let (generation, state) = self.shared().slots.load(h.slot);
-        if generation != h.generation || state == State::Free {
-            return false;
+        let local = &mut self.local[h.slot as usize];
+        let id = local.id.take();
+        // A flagged slot (remote re-arm in flight, notice pending, payload in its cell) is left
+        // cancelled; its notice frees it.
+        local.retired_here = !freed;
+        if let Some(id) = id {
+            self.drop_entry(h.slot, id);
         }
-        let Some(id) = local.id else {
-            // A remote schedule still in the inbox: win the word; the apply step reclaims it.
-            let won = self.shared().slots.cancel(h.slot, generation);
-            self.counters.cancelled_local += u64::from(won);
-            return won;
-        };
-        match self.shared().slots.retire(h.slot, generation) {
-            Ok(()) => {
-                self.counters.cancelled_local += 1;
-                self.drop_entry(h.slot, id);
-                self.free.push(h.slot);
-                true
-            }
-            Err(State::Cancelled) => {
-                // A remote cancel won first: reclaim now rather than at fire time.
-                self.reclaim(h.slot, generation);
-                false
-            }
-            Err(_) => false,
+        if freed {
+            self.free.push(h.slot);
         }
+        self.counters.cancelled_local += 1;
+        true
     }
 
-    /// Re-arms an own-base timer to fire `delay` from now: O(1), no atomic RMW. False if `h` is
-    /// not pending on this base (fired, cancelled, stale, or another base's: use
-    /// [`Remote::reschedule_after`] for those).
+    /// Re-arms `h` to fire `delay` from now, in place (the handle stays valid). False if it is
+    /// not pending (fired, cancelled, stale or foreign). A later deadline stores one word; an
+    /// earlier one moves the wheel entry. A handle of another base of the set is re-armed as
+    /// [`Remote::reset_after`] does. A timer another thread scheduled on this base can be re-armed
+    /// before the owner has filed it.
     pub fn reset_after(&mut self, h: Handle, delay: Duration) -> bool {
         let deadline_ns = self.read_clock().saturating_add(duration_to_ns(delay));
         self.reset_at_ns(h, deadline_ns)
     }
 
-    /// Re-arms an own-base timer to fire at `deadline`; see [`Base::reset_after`].
+    /// Re-arms `h` to fire at `deadline`; see [`Base::reset_after`].
     pub fn reset_at(&mut self, h: Handle, deadline: Instant) -> bool {
         let ns = self.group.timeline.instant_to_ns(deadline);
         self.reset_at_ns(h, ns)
     }
 
     fn reset_at_ns(&mut self, h: Handle, deadline_ns: u64) -> bool {
-        if h.base() != self.index || h.set != self.group.set {
-            return false;
-        }
-        let Some(Local { id: Some(id), .. }) = self.local.get(h.slot as usize).copied() else {
-            return false;
-        };
-        if self.shared().slots.load(h.slot) != (h.generation, State::Pending) {
-            return false;
-        }
         let tick = ns_to_tick_ceil(deadline_ns, self.tick_ns());
-        if !self.wheel.reset(id, tick) {
+        if !self.owns(h) {
+            return self.group.rearm(h, tick);
+        }
+        if !self.shared().slots.rearm_local(h.slot, h.generation, tick) {
             return false;
         }
-        self.local[h.slot as usize].deadline_tick = tick;
-        self.arm_if_earlier(self.wheel.expiry(id).unwrap_or(tick));
+        let local = self.local[h.slot as usize];
+        if let Some(id) = local.id
+            && tick < local.filed
+        {
+            self.move_earlier(h.slot, id, tick);
+        }
         true
     }
 
-    /// Does the base's work, without blocking: reads the clock once, applies the inbox, advances
-    /// the wheel to now in one catch-up, calls `f` with each due payload (in expiry order; timers
-    /// due at the same tick, or sharing a Coarse bucket, in no particular order), re-arms the fd.
-    /// Returns how many fired.
+    /// Moves a filed entry to an earlier tick.
+    fn move_earlier(&mut self, slot: u32, id: TimerId, tick: u64) {
+        let moved = self.wheel.reset(id, tick);
+        debug_assert!(moved, "slot {slot}: filed entry missing");
+        self.local[slot as usize].filed = tick;
+        self.arm_if_earlier(self.wheel.expiry(id).unwrap_or(tick));
+    }
+
+    /// Does the base's work, without blocking: reads the clock once, takes the notices (remote
+    /// schedules, cancels, earlier re-arms), advances the wheel to now in one catch-up, calls `f`
+    /// with each due payload (in expiry order; timers due at the same tick, or sharing a Coarse
+    /// bucket, in no particular order), refills the reserve, re-arms the fd. Returns how many
+    /// fired.
     ///
     /// `f` runs while the base is borrowed; to schedule from inside it, use a [`Remote`] (or, on
     /// a [`crate::Runtime`] thread, [`crate::runtime::schedule_after`]): it is filed by the next
@@ -286,7 +313,7 @@ impl<T: Send + 'static> Base<T> {
     pub fn turn(&mut self, mut f: impl FnMut(T)) -> usize {
         self.begin_turn();
         let now_ns = self.read_clock();
-        self.apply_inbox();
+        self.take_notices();
         let fired = self.fire_due(now_ns, &mut f);
         self.refill_reserve();
         self.rearm(now_ns);
@@ -296,16 +323,15 @@ impl<T: Send + 'static> Base<T> {
 
     /// A snapshot of this base's counters.
     pub fn stats(&self) -> BaseStats {
-        let shared = self.shared();
-        // Relaxed: statistics.
-        let load = |c: &crate::sync::AtomicU64| c.load(Ordering::Relaxed);
+        // Relaxed: a statistic.
+        let refused = self.shared().refusals.count.load(Ordering::Relaxed);
         BaseStats {
             scheduled: self.counters.scheduled,
             fired: self.counters.fired,
             cancelled_local: self.counters.cancelled_local,
-            cancelled_remote: load(&shared.cancelled_remote),
-            inbox_full: load(&shared.inbox_full),
-            cancel_notices_dropped: load(&shared.notices_dropped),
+            cancelled_remote: self.counters.cancelled_remote,
+            inbox_full: refused,
+            refiled: self.counters.refiled,
             cascades: self.wheel.stats().cascades,
             lateness: self.counters.lateness.summary(),
         }
@@ -319,87 +345,106 @@ impl<T: Send + 'static> Base<T> {
         self.now_ns
     }
 
-    /// Applies at most one inbox-full of messages (so producers cannot keep a turn going).
-    fn apply_inbox(&mut self) {
-        let budget = self.shared().inbox.capacity();
-        for _ in 0..budget {
-            let Some(msg) = self.shared().inbox.pop() else {
-                break;
-            };
-            match msg {
-                Msg::Schedule {
-                    slot,
-                    generation,
-                    deadline_ns,
-                    value,
-                } => {
-                    self.apply_schedule(slot, generation, deadline_ns, value);
-                }
-                Msg::Cancel { slot, generation } => {
-                    if self.shared().slots.load(slot) == (generation, State::Cancelled)
-                        && self.local[slot as usize].id.is_some()
-                    {
-                        self.reclaim(slot, generation);
-                    }
-                }
-            }
+    /// Takes every notice pushed since the last turn.
+    fn take_notices(&mut self) {
+        let mut slot = self.shared().notices.take();
+        while slot != NIL {
+            let shared = &self.group.bases[self.index];
+            // Before the flag is cleared: from then on the slot may be pushed again.
+            let next = Notices::next(&shared.slots, slot);
+            let (w, value) = shared.slots.take_notice(slot);
+            self.on_notice(slot, w, value);
+            slot = next;
         }
     }
 
-    fn apply_schedule(&mut self, slot: u32, generation: u32, deadline_ns: u64, value: T) {
-        self.counters.scheduled += 1;
-        match self.shared().slots.load(slot) {
-            (g, State::Pending) if g == generation => {
-                let tick = ns_to_tick_ceil(deadline_ns, self.tick_ns());
-                let inserted = self.wheel.insert(tick, Entry { slot, value });
-                // The wheel's capacity equals the slot table's, and this slot is one of them.
-                let id =
-                    inserted.unwrap_or_else(|_| unreachable!("wheel full below its slot count"));
-                self.local[slot as usize] = Local {
-                    id: Some(id),
-                    deadline_tick: tick,
-                };
+    /// One notice: `w` is the slot's word as the take found it, `value` the payload of a remote
+    /// schedule.
+    fn on_notice(&mut self, slot: u32, w: u64, value: Option<T>) {
+        let local = self.local[slot as usize];
+        match word::state(w) {
+            word::PENDING => {
+                let tick = self.shared().slots.deadline(slot);
+                if let Some(value) = value {
+                    // A remote schedule: file it.
+                    self.counters.scheduled += 1;
+                    let inserted = self.wheel.insert(tick, Entry { slot, value });
+                    // The wheel's capacity equals the slot table's, and this slot is one of them.
+                    let id = inserted
+                        .unwrap_or_else(|_| unreachable!("wheel full below its slot count"));
+                    self.local[slot as usize] = Local {
+                        id: Some(id),
+                        filed: tick,
+                        retired_here: false,
+                    };
+                    self.arm_if_earlier(self.wheel.expiry(id).unwrap_or(tick));
+                } else if let Some(id) = local.id
+                    && tick < local.filed
+                {
+                    // A remote re-arm to an earlier deadline.
+                    self.move_earlier(slot, id, tick);
+                }
             }
-            (g, State::Cancelled) if g == generation => {
-                // Cancelled while in the inbox: never enters the wheel.
-                drop(value);
-                self.shared().slots.reclaim(slot, generation);
-                self.free.push(slot);
+            word::CANCELLED => {
+                if value.is_some() {
+                    // A remote schedule cancelled before the owner filed it: dropped here.
+                    self.counters.scheduled += 1;
+                    drop(value);
+                }
+                if let Some(id) = local.id {
+                    self.drop_entry(slot, id);
+                }
+                if w & word::RESETTING == 0 {
+                    // No flag left: the slot is ours to free. (With a re-arm in flight, that
+                    // re-arm queues the slot again when it is done.)
+                    if !local.retired_here {
+                        self.counters.cancelled_remote += 1;
+                    }
+                    self.local[slot as usize].retired_here = false;
+                    self.shared().slots.free_cancelled(slot);
+                    self.free.push(slot);
+                }
             }
-            other => unreachable!("slot {slot} gen {generation} applied in state {other:?}"),
+            _ => unreachable!("slot {slot} noticed while free: {w:#x}"),
         }
     }
 
     fn fire_due(&mut self, now_ns: u64, f: &mut impl FnMut(T)) -> usize {
         let tick_ns = self.tick_ns();
         let now_tick = ns_to_tick_floor(now_ns, tick_ns);
-        let shared = &self.group.bases[self.index];
         let mut fired = 0;
         while let Some((_, Entry { slot, value })) = self.wheel.poll(now_tick) {
-            let local = std::mem::take(&mut self.local[slot as usize]);
-            let (generation, _) = shared.slots.load(slot);
-            self.free.push(slot);
-            match shared.slots.retire(slot, generation) {
-                Ok(()) => {
-                    debug_assert!(
-                        local.deadline_tick <= now_tick,
-                        "fired early: {} > {now_tick}",
-                        local.deadline_tick
-                    );
-                    let late = now_ns.saturating_sub(tick_to_ns(local.deadline_tick, tick_ns));
+            self.local[slot as usize].id = None;
+            match self.group.bases[self.index].slots.take_due(slot, now_tick) {
+                Due::Fire { freed, deadline } => {
+                    debug_assert!(deadline <= now_tick, "fired early: {deadline} > {now_tick}");
+                    if freed {
+                        self.free.push(slot);
+                    } else {
+                        self.local[slot as usize].retired_here = true;
+                    }
+                    let late = now_ns.saturating_sub(tick_to_ns(deadline, tick_ns));
                     self.counters.lateness.record(late);
                     self.counters.fired += 1;
                     fired += 1;
                     f(value);
                 }
-                Err(state) => {
-                    debug_assert_eq!(
-                        state,
-                        State::Cancelled,
-                        "slot {slot} in the wheel but {state:?}"
-                    );
-                    shared.slots.reclaim(slot, generation);
+                Due::Refile(tick) => {
+                    // Pushed later (or a remote re-arm is storing its deadline): file it again.
+                    self.counters.refiled += 1;
+                    let inserted = self.wheel.insert(tick, Entry { slot, value });
+                    let id =
+                        inserted.unwrap_or_else(|_| unreachable!("the entry just left the wheel"));
+                    self.local[slot as usize].id = Some(id);
+                    self.local[slot as usize].filed = tick;
+                }
+                Due::Cancelled { free } => {
                     drop(value);
+                    if free {
+                        self.counters.cancelled_remote += 1;
+                        self.shared().slots.free_cancelled(slot);
+                        self.free.push(slot);
+                    }
                 }
             }
         }
@@ -416,7 +461,8 @@ impl<T: Send + 'static> Base<T> {
         if let Some(slot) = self.fresh_slot() {
             return Some(slot);
         }
-        self.shared().reserve.pop()
+        let shared = &self.group.bases[self.index];
+        shared.reserve.pop(&shared.slots)
     }
 
     fn fresh_slot(&mut self) -> Option<u32> {
@@ -432,29 +478,26 @@ impl<T: Send + 'static> Base<T> {
 
     /// Tops the reserve up to its target from the private list or unused slots.
     fn refill_reserve(&mut self) {
-        let mut have = self.shared().reserve.len();
+        let mut have = self.shared().reserve.len_after(self.reserve_pushes);
         while have < self.reserve_target {
             let Some(slot) = self.free.pop().or_else(|| self.fresh_slot()) else {
                 break;
             };
-            if let Err(slot) = self.shared().reserve.push(slot) {
-                self.free.push(slot);
-                break;
-            }
+            let shared = &self.group.bases[self.index];
+            shared.reserve.push(&shared.slots, slot);
+            self.reserve_pushes = self.reserve_pushes.wrapping_add(1);
             have += 1;
         }
         let exhausted = have == 0;
-        // Relaxed: a hint for the error kind remote schedulers report.
-        self.shared().exhausted.store(exhausted, Ordering::Relaxed);
-    }
-
-    /// Owner: a slot found CANCELLED(g): drop its wheel entry if any, free it.
-    fn reclaim(&mut self, slot: u32, generation: u32) {
-        if let Some(id) = self.local[slot as usize].id {
-            self.drop_entry(slot, id);
+        if exhausted != self.said_exhausted {
+            self.said_exhausted = exhausted;
+            // Relaxed: a hint for the error kind remote schedulers report. Stored only when it
+            // changes, so the owner does not write a line remote threads read on every turn.
+            self.shared()
+                .refusals
+                .exhausted
+                .store(exhausted, Ordering::Relaxed);
         }
-        self.shared().slots.reclaim(slot, generation);
-        self.free.push(slot);
     }
 
     fn drop_entry(&mut self, slot: u32, id: TimerId) {
@@ -474,12 +517,23 @@ impl<T> AsRawFd for Base<T> {
     }
 }
 
+impl<T> AsFd for Base<T> {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.epoll.as_fd()
+    }
+}
+
 impl<T> Drop for Base<T> {
     fn drop(&mut self) {
-        // Pending payloads (in the wheel and in the inbox) are dropped here, on the owner's
-        // thread. Messages pushed after this point are dropped with the last `Remote`.
+        // Close the base (see `shared.rs`): from here on remote schedules are refused with their
+        // value, and those that raced the close are drained by us or by themselves.
         let shared = &self.group.bases[self.index];
-        while shared.inbox.pop().is_some() {}
+        shared.wake.close();
+        while shared.reserve.pop(&shared.slots).is_some() {}
+        drop(shared.drain_closed(NIL));
+        // Cancels and re-arms of timers that were pending now report false.
+        shared.slots.retire_pending(self.next_unused);
+        // Pending payloads in the wheel are dropped here, on the owner's thread.
         self.wheel.clear();
     }
 }

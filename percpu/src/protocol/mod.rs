@@ -1,13 +1,15 @@
 //! The cross-core protocol, free of syscalls so loom can run it.
 //!
-//! - [`slots`]: the shared slot table, one `AtomicU64` word per timer slot, packing (generation,
-//!   state); its transitions decide every race between cancel and fire.
+//! - [`slots`]: the shared slot table, one record per timer slot whose word (generation, seq,
+//!   flags, state) decides every race between cancel, re-arm and fire.
+//! - [`stack`]: the reserve of free slots for remote schedulers and the notice stack through which
+//!   the owner learns of remote schedules, cancels and earlier re-arms; neither can be full.
 //! - [`wake`]: the owner's park flag and the producers' notify, which together guarantee that a
-//!   message pushed while the owner is about to sleep wakes it, with no syscall while it is busy.
-//! - The queues are [`crate::mpsc::Queue`].
+//!   notice pushed while the owner is about to sleep wakes it, with no syscall while it is busy.
 //!
 //! The ground rules are in the crate documentation. This module is public only for the model
 //! checker and the benches; it is not part of the stable API.
 
 pub mod slots;
+pub mod stack;
 pub mod wake;

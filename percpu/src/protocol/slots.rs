@@ -1,231 +1,663 @@
-//! The shared slot table: who may change a timer's state, and how races are decided.
+//! The shared slot table: one record per timer slot, and the word whose transitions decide every
+//! cross-core race.
 //!
-//! Each slot is one `AtomicU64` word = `generation << 2 | state`. A [`crate::Handle`] carries the
-//! generation it was issued with, so a handle only ever matches the one arming of the slot it was
-//! made for: after the slot is freed the generation moves on and every old handle misses.
+//! # Model
+//! A record holds the slot's *word* (generation, sequence, flags, state), its *deadline* (a tick),
+//! a *link* (the slot's place on one of the base's stacks, see [`crate::protocol::stack`]) and a
+//! *cell* for a payload on its way from a remote scheduler to the owner. A [`crate::Handle`]
+//! carries the generation it was issued with, so it names one arming of one slot: when the slot
+//! is freed the generation moves on and every old handle misses.
 //!
-//! | transition                      | by                          | operation              |
-//! |---------------------------------|-----------------------------|------------------------|
-//! | `FREE(g)` → `PENDING(g)`        | the thread holding the slot | store ([`SlotTable::arm`]) |
-//! | `PENDING(g)` → `FREE(g)`        | same, before the handle escapes | store ([`SlotTable::unarm`]) |
-//! | `PENDING(g)` → `CANCELLED(g)`   | any thread                  | CAS ([`SlotTable::cancel`]) |
-//! | `PENDING(g)` → `FREE(g+1)`      | owner (fire, own cancel)    | CAS ([`SlotTable::retire`]) |
-//! | `CANCELLED(g)` → `FREE(g+1)`    | owner                       | store ([`SlotTable::reclaim`]) |
+//! The word, low bits first: `state` (2 bits: FREE, PENDING, CANCELLED), then three flags,
+//! `QUEUED` (the slot is on the base's notice stack), `RESETTING` (a remote thread is writing the
+//! deadline), `CELL` (the cell holds a payload the owner has not taken), a 27-bit `seq` bumped by
+//! every remote re-arm, and the 32-bit generation.
 //!
-//! "Holding" a free slot means having taken it from the owner's private free list or from the
-//! shared free ring: exactly one thread holds it, and nobody else writes a FREE word (a stale
-//! cancel only ever compares against PENDING). CANCELLED is terminal for everyone but the owner.
-//! So the only contested word is PENDING(g), and both contenders use a CAS: exactly one wins.
+//! | transition                              | by                        | operation |
+//! |-----------------------------------------|---------------------------|-----------|
+//! | `FREE(g)` → `PENDING(g)`                | owner, local schedule     | store     |
+//! | `FREE(g)` → `PENDING(g)+QUEUED+CELL`    | remote holding the slot   | store     |
+//! | `PENDING` → `PENDING+RESETTING`         | remote re-arm             | CAS       |
+//! | `PENDING+RESETTING` → `PENDING(seq+1)`  | that re-arm, done         | CAS       |
+//! | `PENDING` → `CANCELLED` (flags kept)    | any thread                | CAS       |
+//! | `PENDING` → `FREE(g+1)` (no flags)      | owner: fire, own cancel   | CAS       |
+//! | clear `QUEUED` / `CELL`                 | whoever takes the notice  | fetch_and |
+//! | `CANCELLED` (no flags) → `FREE(g+1)`    | owner                     | store     |
 //!
-//! Orderings: every access is Relaxed. The race is decided by the modification order of this one
-//! word, and no other memory is published through it: the payload never leaves the owner, and a
-//! slot's hand-over between threads goes through a queue, whose Release/Acquire carries the word's
-//! latest value along.
+//! # Invariants
+//! - Exactly one thread wins the way out of `PENDING(g)`: every leaver uses a CAS on this word,
+//!   so "fired" and "cancelled" exclude each other, and a cancel that returns true means the
+//!   timer never fires.
+//! - A slot is freed only with no flag set: `QUEUED` means its link is in use by the notice
+//!   stack, `RESETTING` that a remote thread may still store its deadline, `CELL` that a payload
+//!   sits in its cell. The owner retires a flagged slot to `CANCELLED` instead, and frees it when
+//!   the notice comes round (whoever clears the last flag of a `CANCELLED` slot makes sure it is
+//!   queued). So no thread ever writes a record that has moved on to another arming.
+//! - The deadline of a `PENDING` slot is its truth; the owner's wheel entry may be earlier (the
+//!   owner re-files it when it comes due), never later unless the slot is `QUEUED` (a remote
+//!   re-arm to an earlier deadline queues a notice so the owner moves the entry).
+//! - A remote re-arm holds `RESETTING` only between two of its own CASes; nobody waits for it:
+//!   the owner re-files a due timer it finds `RESETTING` one tick later, a second re-arm returns
+//!   at once (ordered before the one in flight), a cancel proceeds.
 //!
-//! Given up: generations are 32 bits, so a handle kept across 2^32 re-uses of its slot could match
-//! again. At one re-use per microsecond that is over an hour of one slot's life.
+//! # Orderings
+//! The word's modification order decides every race, so most accesses are Relaxed. What a word
+//! change must publish is published elsewhere: a remote schedule's payload and deadline, and a
+//! re-arm's earlier deadline, reach the owner through the notice stack (Release push, Acquire
+//! take); slots reach a remote scheduler through the reserve stack likewise. The one exception is
+//! the deadline of a later re-arm, which sends nothing: its final CAS is Release and the owner's
+//! load before firing is Acquire, so an owner that sees the bumped `seq` sees the deadline too,
+//! and an owner that saw the old `seq` fails its CAS to `FREE`.
+//!
+//! # Given up
+//! - Generations are 32 bits: a handle kept across 2^32 re-uses of its slot could match again.
+//!   The owner reuses its most recently freed slot first (for cache locality), so a hot loop of
+//!   schedule and cancel at ~20 ns a pair wraps one slot in about 90 s: a handle must not outlive
+//!   that much churn of its slot.
+//! - `seq` is 27 bits: an owner preempted between reading a deadline and its CAS while a remote
+//!   re-arms the same timer 2^27 times could fire on the old deadline.
 
-use crate::sync::{AtomicU64, Ordering};
+use std::mem::MaybeUninit;
 
-/// The state part of a slot word.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum State {
-    /// Not armed; held by a free list or by the thread about to arm it.
-    Free,
-    /// Armed; will fire unless a cancel wins.
-    Pending,
-    /// A cancel won; the owner has yet to reclaim the slot.
-    Cancelled,
-}
+use crate::sync::{AtomicU32, AtomicU64, Ordering, UnsafeCell};
 
-const STATE_BITS: u32 = 2;
-const STATE_MASK: u64 = (1 << STATE_BITS) - 1;
+/// State and flags of a slot word.
+pub mod word {
+    /// Not armed.
+    pub const FREE: u64 = 0;
+    /// Armed: fires unless a cancel wins.
+    pub const PENDING: u64 = 1;
+    /// A cancel won (or the owner retired a flagged slot): waiting for the owner to free it.
+    pub const CANCELLED: u64 = 2;
+    /// Mask of the state.
+    pub const STATE: u64 = 0b11;
+    /// On the notice stack.
+    pub const QUEUED: u64 = 1 << 2;
+    /// A remote re-arm is storing the deadline.
+    pub const RESETTING: u64 = 1 << 3;
+    /// The cell holds a payload.
+    pub const CELL: u64 = 1 << 4;
+    /// The flags that keep a slot from being freed.
+    pub const FLAGS: u64 = QUEUED | RESETTING | CELL;
+    const SEQ_SHIFT: u32 = 5;
+    const SEQ_MASK: u64 = ((1 << 27) - 1) << SEQ_SHIFT;
+    const GEN_SHIFT: u32 = 32;
 
-fn state_code(state: State) -> u64 {
-    match state {
-        State::Free => 0,
-        State::Pending => 1,
-        State::Cancelled => 2,
+    /// The generation part.
+    pub fn generation(w: u64) -> u32 {
+        (w >> GEN_SHIFT) as u32
+    }
+
+    /// The state part.
+    pub fn state(w: u64) -> u64 {
+        w & STATE
+    }
+
+    /// True if `w` is `PENDING` with generation `g`, whatever its flags and `seq`.
+    pub fn is_pending(w: u64, g: u32) -> bool {
+        generation(w) == g && state(w) == PENDING
+    }
+
+    /// A flag-free word.
+    pub fn pack(g: u32, state: u64) -> u64 {
+        (u64::from(g) << GEN_SHIFT) | state
+    }
+
+    /// `w` with `seq` moved on (wrapping inside its field).
+    pub fn bump_seq(w: u64) -> u64 {
+        (w & !SEQ_MASK) | (w.wrapping_add(1 << SEQ_SHIFT) & SEQ_MASK)
+    }
+
+    /// `w` with its state replaced.
+    pub fn with_state(w: u64, state: u64) -> u64 {
+        (w & !STATE) | state
     }
 }
 
-/// Packs a generation and a state into one word.
-pub fn pack(generation: u32, state: State) -> u64 {
-    (u64::from(generation) << STATE_BITS) | state_code(state)
+use word::{CANCELLED, CELL, FLAGS, FREE, PENDING, QUEUED, RESETTING};
+
+/// One slot's shared record.
+pub(crate) struct Record<T> {
+    word: AtomicU64,
+    /// Deadline tick of the current arming.
+    deadline: AtomicU64,
+    /// Next slot on whichever stack holds this one.
+    pub(crate) link: AtomicU32,
+    cell: UnsafeCell<MaybeUninit<T>>,
 }
 
-/// Splits a word into (generation, state).
-pub fn unpack(word: u64) -> (u32, State) {
-    let state = match word & STATE_MASK {
-        0 => State::Free,
-        1 => State::Pending,
-        2 => State::Cancelled,
-        other => unreachable!("corrupt slot word {word:#x} (state {other})"),
-    };
-    ((word >> STATE_BITS) as u32, state)
+/// What a cancel found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cancel {
+    /// The cancel lost: fired, firing, already cancelled, or a stale generation.
+    Lost,
+    /// The cancel won; the canceller must push the slot on the notice stack if `queue`.
+    Won {
+        /// This call set `QUEUED` and must push the slot.
+        queue: bool,
+    },
 }
 
-/// One base's slot words.
-#[derive(Debug)]
-pub struct SlotTable {
-    words: Box<[AtomicU64]>,
+/// What a remote re-arm did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rearm {
+    /// Not pending (fired, firing, cancelled, stale).
+    Lost,
+    /// Re-armed, or ordered just before another re-arm in flight. Push the slot if `queue`.
+    Done {
+        /// This call set `QUEUED` and must push the slot.
+        queue: bool,
+    },
 }
 
-impl SlotTable {
-    /// A table of `len` free slots, all at generation 0.
+/// What the owner should do with a due wheel entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Due {
+    /// Fire it: the slot is retired (freed if `freed`, else left `CANCELLED` for its notice).
+    Fire {
+        /// The slot went straight to `FREE(g+1)`.
+        freed: bool,
+        /// The deadline tick it fired for.
+        deadline: u64,
+    },
+    /// Not yet: put it back in the wheel at this tick.
+    Refile(u64),
+    /// A cancel won; if `free`, the owner frees the slot now, else its notice will.
+    Cancelled {
+        /// No flag is set: free the slot now.
+        free: bool,
+    },
+}
+
+/// One base's slot records.
+pub struct SlotTable<T> {
+    records: Box<[Record<T>]>,
+}
+
+// SAFETY: the records' atomics are shared by design; a cell's payload is written by the one thread
+// holding the slot (a remote scheduler, with the slot popped from the reserve) and taken by the one
+// thread that clears `CELL` (a fetch_and tells exactly one caller it held the flag), so a `T` only
+// moves between threads, never shared: `T: Send` suffices.
+unsafe impl<T: Send> Sync for SlotTable<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Send for SlotTable<T> {}
+
+impl<T> std::fmt::Debug for SlotTable<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlotTable")
+            .field("len", &self.records.len())
+            .finish()
+    }
+}
+
+impl<T> SlotTable<T> {
+    /// A table of `len` free slots at generation 0.
     pub fn new(len: usize) -> Self {
         Self {
-            words: zeroed_words(len),
+            records: zeroed_records(len),
         }
     }
 
     /// Number of slots.
     pub fn len(&self) -> usize {
-        self.words.len()
+        self.records.len()
     }
 
     /// True if the table has no slots.
     pub fn is_empty(&self) -> bool {
-        self.words.is_empty()
+        self.records.is_empty()
     }
 
-    /// The slot's current (generation, state).
-    pub fn load(&self, slot: u32) -> (u32, State) {
-        // Relaxed: see the module doc; callers that need a fresh value use a CAS.
-        unpack(self.words[slot as usize].load(Ordering::Relaxed))
+    pub(crate) fn record(&self, slot: u32) -> &Record<T> {
+        &self.records[slot as usize]
     }
 
-    /// Arms a slot the caller holds: `FREE(g)` → `PENDING(g)`; returns `g` for the handle.
-    pub fn arm(&self, slot: u32) -> u32 {
-        let word = &self.words[slot as usize];
-        // Relaxed: the holder received the slot through a queue (Acquire) or freed it itself, so
-        // it sees the latest FREE word; nobody else writes a FREE word.
-        let (generation, state) = unpack(word.load(Ordering::Relaxed));
-        debug_assert_eq!(state, State::Free, "arming slot {slot} in state {state:?}");
+    /// The slot's word (Relaxed: a snapshot; decisions are taken by CAS).
+    pub fn load(&self, slot: u32) -> u64 {
+        self.records[slot as usize].word.load(Ordering::Relaxed)
+    }
+
+    /// The slot's deadline tick (Relaxed: see the module doc for what publishes it).
+    pub fn deadline(&self, slot: u32) -> u64 {
+        self.records[slot as usize].deadline.load(Ordering::Relaxed)
+    }
+
+    /// Owner, local schedule of a slot it holds: `FREE(g)` → `PENDING(g)`; returns `g`.
+    pub fn arm_local(&self, slot: u32, tick: u64) -> u32 {
+        let r = &self.records[slot as usize];
+        // Relaxed: the holder freed the slot itself or received it through a stack, so it sees
+        // the latest FREE word, and nobody else writes a FREE word.
+        let g = word::generation(r.word.load(Ordering::Relaxed));
+        r.deadline.store(tick, Ordering::Relaxed);
         // Relaxed: the handle reaches other threads only through a synchronising channel.
-        word.store(pack(generation, State::Pending), Ordering::Relaxed);
-        generation
+        r.word.store(word::pack(g, PENDING), Ordering::Relaxed);
+        g
     }
 
-    /// Undoes [`SlotTable::arm`] before any handle escaped: `PENDING(g)` → `FREE(g)`.
-    pub fn unarm(&self, slot: u32, generation: u32) {
-        let word = &self.words[slot as usize];
-        debug_assert_eq!(
-            unpack(word.load(Ordering::Relaxed)),
-            (generation, State::Pending)
-        );
-        // Relaxed: nobody else knows generation `g` yet, so nobody else can change this word.
-        word.store(pack(generation, State::Free), Ordering::Relaxed);
+    /// Owner: undoes [`SlotTable::arm_local`] before the handle escaped.
+    pub fn unarm_local(&self, slot: u32, g: u32) {
+        // Relaxed: nobody else knows generation `g` of this slot yet.
+        self.records[slot as usize]
+            .word
+            .store(word::pack(g, FREE), Ordering::Relaxed);
     }
 
-    /// Any thread: `PENDING(g)` → `CANCELLED(g)`. True iff this call won, i.e. the timer will
-    /// never fire; false if it fired, is firing, was cancelled, or `g` is stale.
-    pub fn cancel(&self, slot: u32, generation: u32) -> bool {
-        let Some(word) = self.words.get(slot as usize) else {
-            return false;
+    /// Remote holding a slot from the reserve: puts `value` in the cell and arms it queued; the
+    /// caller pushes it on the notice stack next (that push publishes the cell and deadline).
+    pub(crate) fn arm_remote(&self, slot: u32, tick: u64, value: T) -> u32 {
+        let r = &self.records[slot as usize];
+        // Relaxed: the slot came through the reserve stack (Acquire), with its latest FREE word.
+        let g = word::generation(r.word.load(Ordering::Relaxed));
+        // SAFETY: this thread holds the slot (popped it from the reserve), `CELL` is clear (the
+        // slot was FREE), so no other thread reads or writes the cell until the notice push.
+        r.cell
+            .with_mut(|p| unsafe { p.write(MaybeUninit::new(value)) });
+        r.deadline.store(tick, Ordering::Relaxed);
+        // Relaxed: published by the notice push that follows.
+        r.word
+            .store(word::pack(g, PENDING) | QUEUED | CELL, Ordering::Relaxed);
+        g
+    }
+
+    /// Any thread: cancels arming `g` of `slot`. See [`Cancel`].
+    pub fn cancel(&self, slot: u32, g: u32) -> Cancel {
+        let Some(r) = self.records.get(slot as usize) else {
+            return Cancel::Lost;
         };
-        let from = pack(generation, State::Pending);
-        let to = pack(generation, State::Cancelled);
-        // Relaxed: the single word's modification order decides the race with fire.
-        word.compare_exchange(from, to, Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
-    }
-
-    /// Owner only, for a slot in its wheel: `PENDING(g)` → `FREE(g+1)` (fire or own cancel).
-    /// On failure returns the state found (CANCELLED(g) if a cancel won; the owner then reclaims).
-    pub fn retire(&self, slot: u32, generation: u32) -> Result<(), State> {
-        let from = pack(generation, State::Pending);
-        let to = pack(generation.wrapping_add(1), State::Free);
-        // Relaxed: as in `cancel`; the loser learns the winner from the value returned.
-        self.words[slot as usize]
-            .compare_exchange(from, to, Ordering::Relaxed, Ordering::Relaxed)
-            .map(|_| ())
-            .map_err(|found| unpack(found).1)
-    }
-
-    /// Owner only: `CANCELLED(g)` → `FREE(g+1)` once the wheel entry (if any) is gone.
-    pub fn reclaim(&self, slot: u32, generation: u32) {
-        let word = &self.words[slot as usize];
-        debug_assert_eq!(
-            unpack(word.load(Ordering::Relaxed)),
-            (generation, State::Cancelled),
-            "reclaiming slot {slot}"
-        );
-        // Relaxed: CANCELLED is terminal for every thread but the owner, so a store cannot lose
-        // an update; the slot reaches its next holder through a queue (Release/Acquire).
-        word.store(
-            pack(generation.wrapping_add(1), State::Free),
-            Ordering::Relaxed,
-        );
-    }
-}
-
-/// `len` words of zero, allocated zeroed so an untouched part of a large table costs no memory.
-#[cfg(not(loom))]
-fn zeroed_words(len: usize) -> Box<[AtomicU64]> {
-    const _: () = assert!(std::mem::align_of::<u64>() == std::mem::align_of::<AtomicU64>());
-    let zeros: Box<[u64]> = vec![0u64; len].into_boxed_slice();
-    // SAFETY: `AtomicU64` has the same size and bit validity as `u64` (std documents this), and
-    // the assertion above makes their alignment equal, so the slice can be reinterpreted; the
-    // allocation's layout is unchanged, so the box frees it correctly.
-    unsafe { Box::from_raw(Box::into_raw(zeros) as *mut [AtomicU64]) }
-}
-
-#[cfg(loom)]
-fn zeroed_words(len: usize) -> Box<[AtomicU64]> {
-    (0..len).map(|_| AtomicU64::new(0)).collect()
-}
-
-#[cfg(all(test, not(loom)))]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pack_round_trips() {
-        for g in [0, 1, 7, u32::MAX] {
-            for s in [State::Free, State::Pending, State::Cancelled] {
-                assert_eq!(unpack(pack(g, s)), (g, s));
+        let mut w = r.word.load(Ordering::Relaxed);
+        loop {
+            if !word::is_pending(w, g) {
+                return Cancel::Lost;
+            }
+            // Queue the slot unless it is queued already or a re-arm in flight will queue it.
+            let queue = w & (QUEUED | RESETTING) == 0;
+            let to = word::with_state(w, CANCELLED) | if queue { QUEUED } else { 0 };
+            // Relaxed: the word's modification order decides the race; the notice push that
+            // follows is what the owner synchronises with.
+            match r
+                .word
+                .compare_exchange_weak(w, to, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return Cancel::Won { queue },
+                Err(now) => w = now,
             }
         }
     }
 
+    /// Remote thread: re-arms arming `g` of `slot` to `tick`. See [`Rearm`] and the module doc.
+    pub fn rearm(&self, slot: u32, g: u32, tick: u64) -> Rearm {
+        let Some(r) = self.records.get(slot as usize) else {
+            return Rearm::Lost;
+        };
+        let mut w = r.word.load(Ordering::Relaxed);
+        loop {
+            if !word::is_pending(w, g) {
+                return Rearm::Lost;
+            }
+            if w & RESETTING != 0 {
+                // Another re-arm is storing its deadline: ours is ordered just before it.
+                return Rearm::Done { queue: false };
+            }
+            // Acquire: our deadline load below sees the latest deadline stored before the word
+            // was last released (by the owner's arming or an earlier re-arm).
+            match r.word.compare_exchange_weak(
+                w,
+                w | RESETTING,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(now) => w = now,
+            }
+        }
+        // RESETTING is ours: no other re-arm stores the deadline, and the slot cannot be freed.
+        let old = r.deadline.load(Ordering::Relaxed);
+        r.deadline.store(tick, Ordering::Relaxed);
+        let mut w = w | RESETTING;
+        loop {
+            let pending = word::state(w) == PENDING;
+            // Earlier than before: the owner's wheel entry may be too late, so queue a notice.
+            // Cancelled meanwhile: the canceller left the queueing to us (see `cancel`).
+            let queue = w & QUEUED == 0 && (!pending || tick < old);
+            let mut to = (w & !RESETTING) | if queue { QUEUED } else { 0 };
+            if pending {
+                to = word::bump_seq(to);
+            }
+            // Release: an owner that loads the new word (Acquire, before firing) sees our deadline.
+            match r
+                .word
+                .compare_exchange_weak(w, to, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => return Rearm::Done { queue },
+                Err(now) => w = now,
+            }
+        }
+    }
+
+    /// Owner, local re-arm of its own pending timer: stores the deadline. True if `g` is pending.
+    pub fn rearm_local(&self, slot: u32, g: u32, tick: u64) -> bool {
+        let Some(r) = self.records.get(slot as usize) else {
+            return false;
+        };
+        if !word::is_pending(r.word.load(Ordering::Relaxed), g) {
+            return false;
+        }
+        // Relaxed: the owner reads it back itself; a remote re-arm racing with this store is
+        // ordered by whichever store lands last, and each caller is told the timer was pending.
+        r.deadline.store(tick, Ordering::Relaxed);
+        true
+    }
+
+    /// Owner, for a wheel entry that came due at `now_tick`: fire, re-file or reclaim.
+    pub fn take_due(&self, slot: u32, now_tick: u64) -> Due {
+        let r = &self.records[slot as usize];
+        // Acquire: pairs with a re-arm's Release, so the deadline read below is at least as new
+        // as the word we base the CAS on.
+        let mut w = r.word.load(Ordering::Acquire);
+        loop {
+            match word::state(w) {
+                PENDING if w & RESETTING != 0 => return Due::Refile(now_tick.saturating_add(1)),
+                PENDING => {
+                    let deadline = r.deadline.load(Ordering::Relaxed);
+                    if deadline > now_tick {
+                        return Due::Refile(deadline);
+                    }
+                    let freed = w & FLAGS == 0;
+                    let g = word::generation(w);
+                    let to = if freed {
+                        word::pack(g.wrapping_add(1), FREE)
+                    } else {
+                        word::with_state(w, CANCELLED)
+                    };
+                    // Acquire on failure: the retry reads the deadline of the newer word.
+                    match r
+                        .word
+                        .compare_exchange(w, to, Ordering::Relaxed, Ordering::Acquire)
+                    {
+                        Ok(_) => return Due::Fire { freed, deadline },
+                        Err(now) => w = now,
+                    }
+                }
+                CANCELLED => {
+                    return Due::Cancelled {
+                        free: w & FLAGS == 0,
+                    };
+                }
+                _ => unreachable!("slot {slot} in the wheel but free: {w:#x}"),
+            }
+        }
+    }
+
+    /// Owner, cancelling its own timer. True if it won; `freed` says the slot went straight to
+    /// `FREE(g+1)` (else it is `CANCELLED` with flags, and its notice frees it).
+    pub fn cancel_local(&self, slot: u32, g: u32) -> Option<bool> {
+        let r = self.records.get(slot as usize)?;
+        let mut w = r.word.load(Ordering::Relaxed);
+        loop {
+            if !word::is_pending(w, g) {
+                return None;
+            }
+            let freed = w & FLAGS == 0;
+            let to = if freed {
+                word::pack(g.wrapping_add(1), FREE)
+            } else {
+                word::with_state(w, CANCELLED)
+            };
+            // Relaxed: as in `cancel`.
+            match r
+                .word
+                .compare_exchange_weak(w, to, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return Some(freed),
+                Err(now) => w = now,
+            }
+        }
+    }
+
+    /// Whoever took `slot` off the notice stack: clears `QUEUED` (and `CELL`, returning the
+    /// payload if the cell held one). Returns the word as it was, flags included.
+    pub(crate) fn take_notice(&self, slot: u32) -> (u64, Option<T>) {
+        let r = &self.records[slot as usize];
+        // Acquire: the notice stack's take already made the cell and the deadline stored before
+        // the push visible; a re-arm may have moved the deadline since (a queued slot gets no
+        // second notice), and its Release CAS is what this RMW, reading the latest word, pairs
+        // with. A re-arm still in flight (`RESETTING` in the word returned) re-queues the slot
+        // itself if its deadline is earlier.
+        let w = r.word.fetch_and(!(QUEUED | CELL), Ordering::Acquire);
+        debug_assert!(
+            w & QUEUED != 0,
+            "slot {slot} on the notice stack but not queued"
+        );
+        let value = (w & CELL != 0).then(|| {
+            // SAFETY: the fetch_and cleared `CELL` and returned it set, so this caller alone owns
+            // the payload the remote scheduler wrote (made visible by the stack's Acquire take).
+            r.cell.with_mut(|p| unsafe { p.read().assume_init() })
+        });
+        (w, value)
+    }
+
+    /// Owner: `CANCELLED` with no flag → `FREE(g+1)`.
+    pub fn free_cancelled(&self, slot: u32) {
+        let r = &self.records[slot as usize];
+        let w = r.word.load(Ordering::Relaxed);
+        debug_assert_eq!(
+            (word::state(w), w & FLAGS),
+            (CANCELLED, 0),
+            "freeing slot {slot}"
+        );
+        // Relaxed: nobody else writes a CANCELLED word without flags; the slot reaches its next
+        // holder through a stack (Release/Acquire).
+        r.word.store(
+            word::pack(word::generation(w).wrapping_add(1), FREE),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Owner, when its base closes: every pending arming becomes `CANCELLED` (flags kept), so
+    /// later cancels and re-arms of it report false.
+    pub fn retire_pending(&self, below: u32) {
+        for r in &self.records[..below as usize] {
+            let mut w = r.word.load(Ordering::Relaxed);
+            while word::state(w) == PENDING {
+                // Relaxed: as in `cancel`.
+                match r.word.compare_exchange_weak(
+                    w,
+                    word::with_state(w, CANCELLED),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => break,
+                    Err(now) => w = now,
+                }
+            }
+        }
+    }
+}
+
+impl<T> Drop for SlotTable<T> {
+    fn drop(&mut self) {
+        // Exclusive access: drop the payloads still in cells (schedules that raced a closing base
+        // and were not drained).
+        for r in self.records.iter_mut() {
+            let w = r.word.load(Ordering::Relaxed);
+            if w & CELL != 0 {
+                // SAFETY: `CELL` set means the cell holds an initialised payload nobody took;
+                // `&mut self` excludes every other access.
+                r.cell.with_mut(|p| unsafe { p.read().assume_init_drop() });
+            }
+        }
+    }
+}
+
+/// `len` records of zero bytes, allocated zeroed so an untouched part of a large table costs no
+/// memory. All zeroes is a valid record: atomics at 0, a cell of `MaybeUninit` (any bits).
+#[cfg(not(loom))]
+fn zeroed_records<T>(len: usize) -> Box<[Record<T>]> {
+    use std::alloc::{Layout, alloc_zeroed, handle_alloc_error};
+    if len == 0 || std::mem::size_of::<Record<T>>() == 0 {
+        return (0..len).map(|_| Record::empty()).collect();
+    }
+    let layout = Layout::array::<Record<T>>(len).expect("slot table size overflows");
+    // SAFETY: the layout has a non-zero size (checked above).
+    let ptr = unsafe { alloc_zeroed(layout) }.cast::<Record<T>>();
+    if ptr.is_null() {
+        handle_alloc_error(layout);
+    }
+    // SAFETY: `ptr` is a fresh allocation of `len` records with the global allocator's layout for
+    // `[Record<T>; len]`, and all-zero bytes are a valid `Record<T>` (see above), so it is an
+    // initialised slice the box may own and free.
+    unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)) }
+}
+
+#[cfg(loom)]
+fn zeroed_records<T>(len: usize) -> Box<[Record<T>]> {
+    (0..len).map(|_| Record::empty()).collect()
+}
+
+impl<T> Record<T> {
+    fn empty() -> Self {
+        Self {
+            word: AtomicU64::new(0),
+            deadline: AtomicU64::new(0),
+            link: AtomicU32::new(0),
+            cell: UnsafeCell::new(MaybeUninit::uninit()),
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::word::*;
+    use super::*;
+
+    #[test]
+    fn word_fields_do_not_overlap() {
+        let w = pack(u32::MAX, CANCELLED) | FLAGS;
+        assert_eq!(generation(w), u32::MAX);
+        assert_eq!(state(w), CANCELLED);
+        let b = bump_seq(w);
+        assert_eq!(
+            (generation(b), state(b), b & FLAGS),
+            (u32::MAX, CANCELLED, FLAGS)
+        );
+        assert_ne!(b, w);
+        // seq wraps inside its field.
+        let mut x = pack(7, PENDING);
+        for _ in 0..(1u64 << 27) / 4096 {
+            x = bump_seq(x);
+        }
+        assert_eq!((generation(x), state(x)), (7, PENDING));
+    }
+
     #[test]
     fn cancel_then_fire_loses_fire() {
-        let t = SlotTable::new(4);
-        let g = t.arm(2);
-        assert!(t.cancel(2, g));
-        assert!(!t.cancel(2, g), "second cancel must lose");
-        assert_eq!(t.retire(2, g), Err(State::Cancelled));
-        t.reclaim(2, g);
-        assert_eq!(t.load(2), (g + 1, State::Free));
+        let t = SlotTable::<u64>::new(4);
+        let g = t.arm_local(2, 10);
+        assert_eq!(t.cancel(2, g), Cancel::Won { queue: true });
+        assert_eq!(t.cancel(2, g), Cancel::Lost, "second cancel must lose");
+        assert_eq!(t.take_due(2, 10), Due::Cancelled { free: false });
+        assert_eq!(t.take_notice(2).1, None);
+        t.free_cancelled(2);
+        assert_eq!(t.load(2), pack(g + 1, FREE));
     }
 
     #[test]
     fn fire_then_cancel_loses_cancel_and_stale_handle_misses() {
-        let t = SlotTable::new(1);
-        let g = t.arm(0);
-        assert_eq!(t.retire(0, g), Ok(()));
-        assert!(!t.cancel(0, g));
-        let g2 = t.arm(0);
-        assert_ne!(g, g2);
-        assert!(
-            !t.cancel(0, g),
-            "stale generation must not cancel the new arming"
+        let t = SlotTable::<u64>::new(1);
+        let g = t.arm_local(0, 5);
+        assert_eq!(t.take_due(0, 4), Due::Refile(5), "never early");
+        assert_eq!(
+            t.take_due(0, 5),
+            Due::Fire {
+                freed: true,
+                deadline: 5
+            }
         );
-        assert_eq!(t.load(0), (g2, State::Pending));
+        assert_eq!(t.cancel(0, g), Cancel::Lost);
+        let g2 = t.arm_local(0, 9);
+        assert_ne!(g, g2);
+        assert_eq!(t.cancel(0, g), Cancel::Lost, "stale generation");
+        assert_eq!(t.rearm(0, g, 50), Rearm::Lost, "stale generation");
+        assert!(is_pending(t.load(0), g2));
     }
 
     #[test]
-    fn out_of_range_cancel_is_false() {
-        assert!(!SlotTable::new(1).cancel(5, 0));
+    fn later_rearm_sends_nothing_and_defers_the_fire() {
+        let t = SlotTable::<u64>::new(1);
+        let g = t.arm_local(0, 10);
+        assert_eq!(t.rearm(0, g, 30), Rearm::Done { queue: false });
+        assert_eq!(t.take_due(0, 10), Due::Refile(30));
+        assert_eq!(
+            t.rearm(0, g, 20),
+            Rearm::Done { queue: true },
+            "earlier: notice"
+        );
+        assert_eq!(
+            t.rearm(0, g, 5),
+            Rearm::Done { queue: false },
+            "already queued"
+        );
+        assert_eq!(
+            t.take_due(0, 10),
+            Due::Fire {
+                freed: false,
+                deadline: 5
+            },
+            "queued: left cancelled"
+        );
+        assert_eq!(t.take_notice(0).0 & STATE, CANCELLED);
+        t.free_cancelled(0);
+        assert_eq!(t.load(0), pack(g + 1, FREE));
+    }
+
+    #[test]
+    fn remote_schedule_cell_is_taken_once() {
+        let t = SlotTable::<String>::new(2);
+        let g = t.arm_remote(1, 7, "x".to_string());
+        assert_eq!(
+            t.cancel(1, g),
+            Cancel::Won { queue: false },
+            "already queued"
+        );
+        let (w, v) = t.take_notice(1);
+        assert_eq!((state(w), v.as_deref()), (CANCELLED, Some("x")));
+        t.free_cancelled(1);
+        drop(t); // no double drop of the taken payload
+    }
+
+    #[test]
+    fn untaken_cell_is_dropped_with_the_table() {
+        let marker = std::sync::Arc::new(());
+        let t = SlotTable::new(3);
+        t.arm_remote(2, 1, marker.clone());
+        drop(t);
+        assert_eq!(std::sync::Arc::strong_count(&marker), 1);
+    }
+
+    #[test]
+    fn out_of_range_is_lost() {
+        let t = SlotTable::<u8>::new(1);
+        assert_eq!(t.cancel(5, 0), Cancel::Lost);
+        assert_eq!(t.rearm(5, 0, 1), Rearm::Lost);
+        assert!(!t.rearm_local(5, 0, 1));
+        assert_eq!(t.cancel_local(5, 0), None);
     }
 
     #[test]
     fn generation_wraps() {
-        let t = SlotTable::new(1);
-        t.words[0].store(pack(u32::MAX, State::Free), Ordering::Relaxed);
-        let g = t.arm(0);
-        assert_eq!(t.retire(0, g), Ok(()));
-        assert_eq!(t.load(0), (0, State::Free));
+        let t = SlotTable::<u8>::new(1);
+        t.records[0]
+            .word
+            .store(pack(u32::MAX, FREE), Ordering::Relaxed);
+        let g = t.arm_local(0, 0);
+        assert_eq!(
+            t.take_due(0, 0),
+            Due::Fire {
+                freed: true,
+                deadline: 0
+            }
+        );
+        assert_eq!(t.load(0), pack(g.wrapping_add(1), FREE));
+        assert_eq!(generation(t.load(0)), 0);
     }
 }

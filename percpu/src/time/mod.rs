@@ -48,9 +48,10 @@
 //! (deliveries, its only other writers, run under the base too). On any other thread (a work-stealing runtime moved the task, or the
 //! sleep was sent elsewhere): polling reads the cell only; dropping uses [`crate::Remote::cancel`]
 //! (one CAS that races the fire: exactly one wins); resetting uses the one cross-core re-arm
-//! function (today `Remote::reschedule_after`, a new handle carrying the same payload). A
-//! re-arm that finds the timer already firing files a new arming (`seq + 1`); the old payload
-//! still arrives, counts down, and neither marks the cell fired nor wakes.
+//! function, [`crate::Remote::reset_at`] (in place, the handle kept; a later deadline sends the
+//! owner nothing). A re-arm that finds the timer already firing files a new arming (`seq + 1`,
+//! a remote schedule); the old payload still arrives, counts down, and neither marks the cell
+//! fired nor wakes.
 //!
 //! Each base is turned by a task ([`Timers::driver`]) that waits on the base's fd through
 //! `tokio::io::unix::AsyncFd`, so tokio's reactor wakes it when a timer is due or another
@@ -75,9 +76,9 @@
 //!   driver). A base that cannot take another timer panics too (see `Config::wheel_capacity`).
 //! - A sleep completes at the base's tick (1 ms by default), and in `Mode::Coarse` up to ~12.5%
 //!   of its delay late; `Mode::Exact` for short precise timers.
-//! - Cross-core re-arm is two operations until the base offers an in-place remote re-arm; when
-//!   it fails (the base's inbox is full) the sleep lets go of its cell and files itself afresh on
-//!   the polling thread's base at the next poll.
+//! - A cross-core re-arm of a timer that already fired needs a remote schedule; when the base
+//!   refuses it (its reserve of free slots is empty, or the base is gone) the sleep lets go of
+//!   its cell and files itself afresh on the polling thread's base at the next poll.
 
 mod cell;
 mod driver;

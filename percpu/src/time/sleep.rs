@@ -130,26 +130,11 @@ impl fmt::Debug for Sleep {
     }
 }
 
-/// What the cross-core re-arm did.
-enum Rearm {
-    /// The timer was pending and now fires at the new deadline, named by this handle.
-    Moved(Handle),
-    /// The timer had fired or was firing: nothing changed.
-    NotPending,
-    /// The timer was cancelled but could not be filed again (the base's inbox was full).
-    Lost,
-}
-
-/// The one cross-core re-arm: re-files a pending timer of another thread's base.
-///
-/// Today this is a cancel and a schedule carrying the same payload (a new handle, one message).
-fn rearm_remote(driver: &Driver, h: Handle, deadline: Instant, payload: u64) -> Rearm {
-    let delay = deadline.saturating_duration_since(Instant::now());
-    match driver.remote.reschedule_after(h, delay, payload) {
-        Ok(h) => Rearm::Moved(h),
-        Err(e) if e.cancelled_old() => Rearm::Lost,
-        Err(_) => Rearm::NotPending,
-    }
+/// The one cross-core re-arm: moves a pending timer of another thread's base in place (the
+/// handle stays valid; a later deadline sends the owner nothing). False if it is not pending
+/// (fired or firing).
+fn rearm_remote(driver: &Driver, h: Handle, deadline: Instant) -> bool {
+    driver.remote.reset_at(h, deadline)
 }
 
 impl Sleep {
@@ -193,23 +178,17 @@ impl Sleep {
                 return;
             }
         }
-        // Relaxed: only this sleep changes `seq`, so it reads its own last write.
-        let seq = cell::seq_of(reg.cell().state.load(Ordering::Relaxed));
-        let payload = cell::payload(reg.cell, seq);
-        match rearm_remote(&reg.driver, reg.handle, deadline, payload) {
-            Rearm::Moved(h) => reg.handle = h,
-            Rearm::NotPending => {
-                let seq = arm(reg.driver.cells.get(reg.cell));
-                let p = cell::payload(reg.cell, seq);
-                match reg.driver.remote.schedule_at(reg.driver.index, deadline, p) {
-                    Ok(h) => reg.handle = h,
-                    Err(_) => {
-                        reg.disarm();
-                        self.unregister();
-                    }
-                }
-            }
-            Rearm::Lost => {
+        if rearm_remote(&reg.driver, reg.handle, deadline) {
+            return;
+        }
+        // Fired or firing: a new arming; the old payload, if still on its way, is stale.
+        let seq = arm(reg.driver.cells.get(reg.cell));
+        let p = cell::payload(reg.cell, seq);
+        match reg.driver.remote.schedule_at(reg.driver.index, deadline, p) {
+            Ok(h) => reg.handle = h,
+            Err(_) => {
+                // The base's reserve of slots is empty (or the base is gone): let go of the
+                // cell; the next poll files the sleep afresh on the polling thread's base.
                 reg.disarm();
                 self.unregister();
             }
@@ -278,7 +257,7 @@ impl Registration {
         self.driver.cells.get(self.cell)
     }
 
-    /// Undoes `arm` (or counts down a cancelled arming) when no timer carries it.
+    /// Undoes `arm` when no timer carries the new arming.
     fn disarm(&self) {
         // AcqRel: as in `arm`.
         self.cell()
