@@ -15,6 +15,7 @@
 //! call through a generic trait, which the compiler inlines away in release builds.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod asynk;
 pub mod calendar;
 pub mod mem;
 pub mod peers;

@@ -98,6 +98,8 @@ mod shared;
 mod stats;
 mod sync;
 mod sys;
+#[cfg(all(feature = "tokio", not(loom)))]
+pub mod time;
 
 use std::io;
 use std::time::Duration;

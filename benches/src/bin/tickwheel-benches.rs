@@ -11,6 +11,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
+use tickwheel_benches::asynk;
 use tickwheel_benches::percore;
 use tickwheel_benches::report::{self, Row};
 use tickwheel_benches::workload::{self, Workload};
@@ -167,6 +168,18 @@ fn main() {
         println!("{insert} {reset}");
         return;
     }
+    if args.get(1).map(String::as_str) == Some("async") {
+        return run_async(&args[2..]).unwrap_or_else(|e| die(&e));
+    }
+    if args.get(1).map(String::as_str) == Some("async-mem") {
+        let [api, n] = &args[2..] else {
+            die("usage: async-mem tokio|tickwheel N")
+        };
+        let n = n.parse().map_err(|e| format!("bad N: {e}"));
+        let b = n.and_then(|n| asynk::bytes_per_sleep(api, n));
+        println!("{}", b.unwrap_or_else(|e| die(&e)));
+        return;
+    }
     if args.get(1).map(String::as_str) == Some("keepalive") {
         let report = one_keepalive_run(&args[2..]).unwrap_or_else(|e| die(&e));
         println!("{report}");
@@ -211,6 +224,67 @@ fn main() {
     }
     write_outputs(&plan, &rows).unwrap_or_else(|e| die(&e));
     eprintln!("finished in {:.1?}", started.elapsed());
+}
+
+/// `async [--quick] [--reps N] [--out DIR] [--workloads W,..] [--no-memory]`: the async section (tickwheel-percpu's `time`
+/// module against `tokio::time` on the same runtime); writes `async.md` into the folder.
+fn run_async(args: &[String]) -> Result<(), String> {
+    let (mut quick, mut reps, mut out) = (false, 5, PathBuf::from("target/bench-results"));
+    let mut only = Vec::new();
+    let mut skip_memory = false;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--quick" => (quick, reps) = (true, 1),
+            "--reps" => {
+                let r = it.next().ok_or("--reps needs a count")?;
+                reps = r.parse().map_err(|e| format!("--reps {r}: {e}"))?;
+                if reps == 0 {
+                    return Err("--reps must be at least 1".into());
+                }
+            }
+            "--out" => out = it.next().ok_or("--out needs a folder")?.into(),
+            "--workloads" => {
+                let list = it.next().ok_or("--workloads needs names like fire,reset")?;
+                only = list.split(',').map(str::to_owned).collect();
+            }
+            "--no-memory" => skip_memory = true,
+            other => {
+                return Err(format!(
+                    "unknown argument {other:?}; try --quick, --reps N, --out DIR, --workloads W,.., --no-memory"
+                ));
+            }
+        }
+    }
+    let lines = asynk::run(reps, quick, &only);
+    let mut mem = Vec::new();
+    let sizes: &[usize] = match (skip_memory, quick) {
+        (true, _) => &[],
+        (false, true) => &[10_000],
+        (false, false) => &[100_000, 1_000_000],
+    };
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    for &n in sizes {
+        let mut per = Vec::new();
+        for api in ["tokio", "tickwheel"] {
+            let child = Command::new(&exe)
+                .args(["async-mem", api, &n.to_string()])
+                .output()
+                .map_err(|e| e.to_string())?;
+            let text = String::from_utf8_lossy(&child.stdout);
+            per.push(
+                text.trim()
+                    .parse::<f64>()
+                    .map_err(|e| format!("{api} mem: {e}: {text}"))?,
+            );
+        }
+        mem.push((n, per[0], per[1]));
+    }
+    let md = asynk::markdown(&lines, &mem);
+    std::fs::create_dir_all(&out).map_err(|e| e.to_string())?;
+    std::fs::write(out.join("async.md"), &md).map_err(|e| e.to_string())?;
+    println!("{md}");
+    Ok(())
 }
 
 fn die(msg: &str) -> ! {

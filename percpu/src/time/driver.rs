@@ -1,0 +1,318 @@
+//! One base inside a tokio runtime: who holds it, how it is turned, and which one a thread uses.
+//!
+//! A [`Driver`] wraps one [`Base`] with its cell table. The base (with its free cells and a
+//! scratch list) sits behind a `busy` flag: a thread that wants to touch it swaps the flag, and a
+//! thread that finds it set never waits; it takes the cross-core path (`Remote`) instead, or (to
+//! register a new sleep, which needs a cell) asks to be polled again. On a current-thread runtime
+//! the flag is only ever taken by that one thread and never found set; on a multi-thread runtime
+//! it is found set only while a turn of that base runs on another worker.
+//!
+//! The turning task ([`drive`]) waits on the base's fd through `AsyncFd` (tokio's reactor sees the
+//! fd readable when a timer is due or another thread sent a message), turns the base, and wakes
+//! the tasks whose sleeps fired. Wakers are woken after `Base::turn` returns, so a waker that polls
+//! inline cannot re-enter the base.
+//!
+//! Each thread has a current driver (a thread-local set by [`super::Timers::enter`] or by the
+//! thread-start hook of a multi-thread runtime): a sleep registers on it at its first poll.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::io;
+use std::ops::{Deref, DerefMut};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Instant;
+
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
+
+use super::cell::{self, Cells, MAX_CELLS};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering, UnsafeCell};
+use crate::{Base, Handle, Remote};
+
+/// What a base's timer carries: `cell | seq << 32` (see `cell`).
+pub(super) type Payload = u64;
+
+/// What only the holder of the base touches.
+pub(super) struct Owned {
+    pub(super) base: Base<Payload>,
+    /// Free cells, for this holder only.
+    free: Vec<u32>,
+    /// Cells at or above this were never handed out.
+    next_cell: u32,
+    /// Payloads of the current turn, woken after it.
+    fired: Vec<Payload>,
+}
+
+/// One base and its cells, shared by the sleeps registered on it.
+pub(super) struct Driver {
+    pub(super) index: usize,
+    pub(super) remote: Remote<Payload>,
+    fd: RawFd,
+    busy: AtomicBool,
+    owned: UnsafeCell<Owned>,
+    pub(super) cells: Cells,
+    /// Cells freed by threads not holding the base: a stack (index + 1, 0 = empty) pushed by
+    /// anyone and emptied whole by the holder, so no ABA can arise.
+    returned: AtomicU64,
+}
+
+// SAFETY: `owned` (the only field that is not Sync) is reached only through `Held`, which exists
+// only while its creator has swapped `busy` from false to true; so at most one thread at a time
+// touches it, and the Acquire swap / Release store order those accesses.
+unsafe impl Sync for Driver {}
+
+impl fmt::Debug for Driver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Driver")
+            .field("index", &self.index)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Exclusive use of a driver's base, until dropped.
+pub(super) struct Held<'a> {
+    driver: &'a Driver,
+    owned: *mut Owned,
+}
+
+impl Deref for Held<'_> {
+    type Target = Owned;
+    fn deref(&self) -> &Owned {
+        // SAFETY: `busy` is ours while `self` lives (see `Driver::hold`).
+        unsafe { &*self.owned }
+    }
+}
+
+impl DerefMut for Held<'_> {
+    fn deref_mut(&mut self) -> &mut Owned {
+        // SAFETY: as in `deref`, and `&mut self` makes this the only reference.
+        unsafe { &mut *self.owned }
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        // Release: our writes to the base happen before the next holder's Acquire swap.
+        self.driver.busy.store(false, Ordering::Release);
+    }
+}
+
+impl Driver {
+    pub(super) fn new(base: Base<Payload>) -> Self {
+        Self {
+            index: base.index(),
+            remote: base.remote(),
+            fd: base.fd(),
+            busy: AtomicBool::new(false),
+            owned: UnsafeCell::new(Owned {
+                base,
+                free: Vec::new(),
+                next_cell: 0,
+                fired: Vec::new(),
+            }),
+            cells: Cells::new(),
+            returned: AtomicU64::new(0),
+        }
+    }
+
+    /// The base, if no other thread holds it now. Never waits.
+    pub(super) fn hold(&self) -> Option<Held<'_>> {
+        // Acquire: the previous holder's writes (Release in `Held::drop`) are visible to us.
+        if self.busy.swap(true, Ordering::Acquire) {
+            return None;
+        }
+        let owned = self.owned.with_mut(|p| p);
+        Some(Held {
+            driver: self,
+            owned,
+        })
+    }
+
+    /// A cell for a new sleep. Panics when the base has handed out `MAX_CELLS` cells that are all
+    /// still in use.
+    pub(super) fn alloc_cell(&self, held: &mut Held<'_>) -> u32 {
+        if let Some(cell) = held.free.pop() {
+            return cell;
+        }
+        self.take_returned(held);
+        if let Some(cell) = held.free.pop() {
+            return cell;
+        }
+        let cell = held.next_cell;
+        assert!(
+            (cell as usize) < MAX_CELLS,
+            "tickwheel base {}: {MAX_CELLS} sleeps registered at once",
+            self.index
+        );
+        self.cells.grow(cell);
+        held.next_cell += 1;
+        cell
+    }
+
+    /// Frees a cell nobody holds any more (its waker slot is emptied first).
+    pub(super) fn free_cell(&self, cell: u32, held: Option<&mut Held<'_>>) {
+        drop(self.cells.get(cell).waker.take());
+        match held {
+            Some(held) => held.free.push(cell),
+            None => self.push_returned(cell),
+        }
+    }
+
+    /// Frees a cell while holding the base, when the caller already emptied its waker slot.
+    pub(super) fn free_held(&self, cell: u32, held: &mut Held<'_>) {
+        held.free.push(cell);
+    }
+
+    fn push_returned(&self, cell: u32) {
+        // A free cell's state word is its link (see `cell::Cell`).
+        let link = &self.cells.get(cell).state;
+        // Relaxed: the CAS below publishes.
+        let mut head = self.returned.load(Ordering::Relaxed);
+        loop {
+            // Relaxed: published by the Release CAS.
+            link.store(head, Ordering::Relaxed);
+            // Release: the link and the cell's emptied state reach the holder's Acquire swap.
+            match self.returned.compare_exchange_weak(
+                head,
+                u64::from(cell) + 1,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(now) => head = now,
+            }
+        }
+    }
+
+    fn take_returned(&self, held: &mut Held<'_>) {
+        // Acquire: pairs with the Release CAS of each push.
+        let mut head = self.returned.swap(0, Ordering::Acquire);
+        while head != 0 {
+            let cell = (head - 1) as u32;
+            held.free.push(cell);
+            // Relaxed: written before the push that published this cell.
+            head = self.cells.get(cell).state.load(Ordering::Relaxed);
+        }
+    }
+
+    /// Cells held by sleeps or armings (handed out and not freed).
+    pub(super) fn cells_in_use(&self, held: &mut Held<'_>) -> usize {
+        self.take_returned(held);
+        held.next_cell as usize - held.free.len()
+    }
+
+    /// Turns the base and wakes the sleeps that fired; false if another thread holds the base.
+    pub(super) fn turn(&self) -> bool {
+        let Some(mut held) = self.hold() else {
+            return false;
+        };
+        let mut fired = std::mem::take(&mut held.fired);
+        held.base.turn(|p| fired.push(p));
+        for p in fired.drain(..) {
+            self.deliver(p, &mut held);
+        }
+        held.fired = fired;
+        true
+    }
+
+    /// A payload came out of the base: count the arming down; if it is the cell's current one,
+    /// mark it fired and wake its task.
+    fn deliver(&self, p: Payload, held: &mut Held<'_>) {
+        let (index, seq) = cell::split(p);
+        let cell = self.cells.get(index);
+        let update = |s: u64| {
+            let s = s - cell::ARMING_ONE;
+            if cell::seq_of(s) == seq {
+                s | cell::FIRED
+            } else {
+                s
+            }
+        };
+        // AcqRel: Release makes FIRED visible to the poll the wake causes; Acquire sees the
+        // sleep side's last update (dropped or re-armed).
+        let prev = cell
+            .state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| Some(update(s)))
+            .unwrap_or_else(|s| s);
+        debug_assert!(
+            cell::armings_of(prev) > 0,
+            "delivery with no arming: {prev:#x}"
+        );
+        if cell::seq_of(prev) == seq {
+            cell.waker.wake();
+        }
+        if cell::unheld(update(prev)) {
+            self.free_cell(index, Some(held));
+        }
+    }
+
+    /// Schedules arming `seq` of `cell` on the held base.
+    pub(super) fn schedule_held(
+        &self,
+        held: &mut Held<'_>,
+        deadline: Instant,
+        cell: u32,
+        seq: u32,
+    ) -> Handle {
+        match held.base.schedule_at(deadline, cell::payload(cell, seq)) {
+            Ok(h) => h,
+            Err(e) => panic!("tickwheel base {}: cannot add a timer: {e}", self.index),
+        }
+    }
+}
+
+/// The base's epoll fd, for `AsyncFd`; holding the driver keeps the base (and so the fd) alive.
+struct BaseFd(Arc<Driver>);
+
+impl AsRawFd for BaseFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.fd
+    }
+}
+
+/// Turns `driver`'s base whenever its fd is readable, until the runtime drops the task.
+pub(super) async fn drive(driver: Arc<Driver>) -> io::Result<()> {
+    // SAFETY: the fd is the base's epoll fd, owned by the base inside `driver`, which `BaseFd`
+    // keeps alive for as long as the `AsyncFd` lives; `as_raw_fd` always returns that same fd.
+    let fd = unsafe { AsyncFd::register_with_interest(BaseFd(driver), Interest::READABLE) }
+        .map_err(|e| e.into_parts().1)?;
+    let driver = &fd.get_ref().0;
+    loop {
+        let mut ready = fd.readable().await?;
+        if driver.turn() {
+            // The reactor reports the fd again at its next edge (a due timer or a message); an
+            // edge during the turn is not lost, since it comes after this readiness was taken.
+            ready.clear_ready();
+        } else {
+            // A worker is using the base for a moment; come back after other tasks.
+            drop(ready);
+            tokio::task::yield_now().await;
+        }
+    }
+}
+
+thread_local! {
+    /// The driver sleeps polled on this thread register on.
+    static CURRENT: RefCell<Option<Arc<Driver>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with this thread's driver.
+pub(super) fn with_current<R>(f: impl FnOnce(Option<&Arc<Driver>>) -> R) -> R {
+    CURRENT.with(|c| f(c.borrow().as_ref()))
+}
+
+/// True if `driver` is this thread's.
+pub(super) fn is_current(driver: &Driver) -> bool {
+    CURRENT
+        .try_with(|c| {
+            c.borrow()
+                .as_ref()
+                .is_some_and(|d| std::ptr::eq(&**d, driver))
+        })
+        .unwrap_or(false)
+}
+
+/// Makes `driver` this thread's; returns the previous one.
+pub(super) fn set_current(driver: Option<Arc<Driver>>) -> Option<Arc<Driver>> {
+    CURRENT.with(|c| std::mem::replace(&mut *c.borrow_mut(), driver))
+}

@@ -1,0 +1,304 @@
+//! Async timers on the per-core bases, inside tokio runtimes (cargo feature `tokio`).
+//!
+//! [`sleep`], [`sleep_until`], [`timeout`], [`timeout_at`], [`interval`] and hyper's
+//! [`HyperTimer`] put their timers on a [`crate::Base`]: the base of the thread that first polls
+//! them. [`Timers`] makes the bases and runs each one inside a runtime.
+//!
+//! ```
+//! use std::time::Duration;
+//! use tickwheel_percpu::{Config, time::{self, Timers}};
+//!
+//! // Thread-per-core: one current-thread runtime per core, each with its own base.
+//! let timers = Timers::new(2, Config::default()).unwrap();
+//! let threads: Vec<_> = (0..2).map(|core| {
+//!     let timers = timers.clone();
+//!     std::thread::spawn(move || {
+//!         let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
+//!         timers.block_on(core, &rt, async {
+//!             let slow = std::future::pending::<()>();
+//!             assert!(time::timeout(Duration::from_millis(3), slow).await.is_err());
+//!         }).unwrap();
+//!     })
+//! }).collect();
+//! for t in threads { t.join().unwrap(); }
+//! ```
+//!
+//! # Model
+//!
+//! A [`Sleep`] is a deadline and, once polled, a *registration*: the base it is filed on, a
+//! cell index, the arming number `seq`, and the base's [`crate::Handle`]. The base's payload is
+//! a `u64` naming `(cell, seq)`; the cell (an atomic state word and a waker slot, in a chunked
+//! per-base table that never shrinks or moves) is what the sleeping task and the firing thread
+//! share. No allocation happens per sleep once the table has grown to the population, and a
+//! dropped sleep's cell is reused by the next one: creating and dropping timers does not grow
+//! memory. A `Sleep` that is never polled costs nothing, and [`timeout`] files its sleep only if
+//! the inner future is not ready at once.
+//!
+//! Wakers: each poll that does not complete registers the task's current waker in the cell
+//! (unless the stored one would wake the same task), so the latest waker is the one woken. The
+//! thread that delivers the fire updates the state word (FIRED) and then takes the waker out
+//! and wakes it; a register that races that take wakes its own waker (the classic `AtomicWaker`
+//! handshake), so no wake is lost. A delivery takes the waker out, so one fire wakes at most once;
+//! a sleep that is dropped takes the waker out first, so a fire racing the drop wakes nobody.
+//!
+//! On the owner's thread (the thread whose current driver is the sleep's base): registering,
+//! [`Sleep::reset`] (the base's in-place `reset_at`) and dropping (the base's local cancel) are
+//! direct calls on the base, after taking it with one atomic swap that on a current-thread
+//! runtime never fails; while the base is held the sleep's own cell is written with plain stores
+//! (deliveries, its only other writers, run under the base too). On any other thread (a work-stealing runtime moved the task, or the
+//! sleep was sent elsewhere): polling reads the cell only; dropping uses [`crate::Remote::cancel`]
+//! (one CAS that races the fire: exactly one wins); resetting uses the one cross-core re-arm
+//! function, [`crate::Remote::reset_at`] (in place, the handle kept; a later deadline sends the
+//! owner nothing). A re-arm that finds the timer already firing files a new arming (`seq + 1`,
+//! a remote schedule); the old payload still arrives, counts down, and neither marks the cell
+//! fired nor wakes.
+//!
+//! Each base is turned by a task ([`Timers::driver`]) that waits on the base's fd through
+//! `tokio::io::unix::AsyncFd`, so tokio's reactor wakes it when a timer is due or another
+//! thread sent a message; the turn wakes the tasks whose timers fired, after the base is done.
+//!
+//! # Invariants
+//! - Never early: a sleep is ready only when its cell says FIRED for its own `seq`, which only
+//!   the delivery of that arming (after the base's never-early fire) sets.
+//! - No leak: a cell is freed by whichever side lets go last (the sleep on drop, the arming on
+//!   delivery or a winning cancel); both sides' releases are one atomic update of the same word,
+//!   so exactly one of them sees "nobody holds it". Cells freed off the owner's thread go to a
+//!   lock-free stack the owner empties.
+//! - At most one wake per fire (see Wakers), at most two armings per cell at a time.
+//!
+//! # Given up
+//! - The base is held through a try-flag: a thread that finds it taken (only possible on a
+//!   multi-thread runtime, while another worker turns it) takes the cross-core path, or, to
+//!   register a new sleep, yields and is polled again.
+//! - The [`timeout`] limit counts from the first poll that finds the future pending, not from
+//!   the call (so it can only be later than tokio's); [`timeout_at`] fixes it at the call.
+//! - A sleep first polled on a thread with no driver panics (as tokio's do without a time
+//!   driver). A base that cannot take another timer panics too (see `Config::wheel_capacity`).
+//! - A sleep completes at the base's tick (1 ms by default), and in `Mode::Coarse` up to ~12.5%
+//!   of its delay late; `Mode::Exact` for short precise timers.
+//! - A cross-core re-arm of a timer that already fired needs a remote schedule; when the base
+//!   refuses it (its reserve of free slots is empty, or the base is gone) the sleep lets go of
+//!   its cell and files itself afresh on the polling thread's base at the next poll.
+
+mod cell;
+mod driver;
+mod hyper;
+mod interval;
+mod sleep;
+mod timeout;
+
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::marker::PhantomData;
+use std::task::Poll;
+
+pub use self::hyper::HyperTimer;
+pub use interval::{Interval, MissedTickBehavior, interval, interval_at};
+pub use sleep::{Sleep, sleep, sleep_until};
+pub use timeout::{Elapsed, Timeout, timeout, timeout_at};
+
+use crate::sync::{Arc, AtomicUsize, Ordering};
+use crate::{Config, bases};
+use driver::Driver;
+
+/// A set of bases for async code: one per core (thread-per-core), or one per worker of a
+/// multi-thread runtime. `Clone` shares the set.
+///
+/// Thread-per-core, one current-thread runtime per core: see the [module](self) example, or
+/// [`Timers::block_on`]. A multi-thread runtime:
+///
+/// ```
+/// use std::time::Duration;
+/// use tickwheel_percpu::{Config, time::{self, Timers}};
+///
+/// let timers = Timers::new(2, Config::default()).unwrap();
+/// let rt = tokio::runtime::Builder::new_multi_thread()
+///     .worker_threads(2)
+///     .on_thread_start(timers.on_thread_start())
+///     .enable_io()
+///     .build()
+///     .unwrap();
+/// rt.block_on(async {
+///     timers.spawn_drivers().unwrap();
+///     let job = tokio::spawn(time::timeout(Duration::from_millis(2), std::future::pending::<()>()));
+///     assert!(job.await.unwrap().is_err());
+/// });
+/// ```
+#[derive(Clone)]
+pub struct Timers {
+    drivers: Arc<[Arc<Driver>]>,
+    next: Arc<AtomicUsize>,
+}
+
+impl fmt::Debug for Timers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Timers")
+            .field("bases", &self.drivers.len())
+            .finish()
+    }
+}
+
+fn no_such_base(index: usize, len: usize) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("no base {index} in a set of {len}"),
+    )
+}
+
+impl Timers {
+    /// Makes `n` bases (see [`crate::bases`] for `config` and the errors).
+    pub fn new(n: usize, config: Config) -> io::Result<Self> {
+        let (bases, _remote) = bases::<u64>(n, config)?;
+        let drivers: Vec<Arc<Driver>> = bases
+            .into_iter()
+            .map(|b| Arc::new(Driver::new(b)))
+            .collect();
+        Ok(Self {
+            drivers: drivers.into(),
+            next: Arc::new(AtomicUsize::new(0)),
+        })
+    }
+
+    /// Number of bases.
+    pub fn len(&self) -> usize {
+        self.drivers.len()
+    }
+
+    /// True if the set has no bases (never, for a set made by [`Timers::new`]).
+    pub fn is_empty(&self) -> bool {
+        self.drivers.is_empty()
+    }
+
+    /// Timers pending in base `index`'s wheel, and sleeps holding one of its cells (registered,
+    /// not yet dropped; a fired sleep still holds its cell until dropped or reset). `None` if the
+    /// base does not exist or another thread holds it at this moment.
+    ///
+    /// ```
+    /// use tickwheel_percpu::{Config, time::Timers};
+    /// let timers = Timers::new(1, Config::default()).unwrap();
+    /// assert_eq!(timers.occupancy(0), Some((0, 0)));
+    /// ```
+    pub fn occupancy(&self, index: usize) -> Option<(usize, usize)> {
+        let driver = self.drivers.get(index)?;
+        let mut held = driver.hold()?;
+        let pending = held.base.len();
+        Some((pending, driver.cells_in_use(&mut held)))
+    }
+
+    /// A snapshot of base `index`'s counters (`None` as for [`Timers::occupancy`]).
+    pub fn base_stats(&self, index: usize) -> Option<crate::BaseStats> {
+        let driver = self.drivers.get(index)?;
+        let held = driver.hold()?;
+        Some(held.base.stats())
+    }
+
+    fn get(&self, index: usize) -> io::Result<&Arc<Driver>> {
+        self.drivers
+            .get(index)
+            .ok_or_else(|| no_such_base(index, self.drivers.len()))
+    }
+
+    /// Makes base `index` the calling thread's until the guard drops: sleeps first polled on this
+    /// thread are filed on it.
+    ///
+    /// ```
+    /// use tickwheel_percpu::{Config, time::Timers};
+    /// let timers = Timers::new(1, Config::default()).unwrap();
+    /// let _on_base_0 = timers.enter(0).unwrap();
+    /// assert!(timers.enter(1).is_err());
+    /// ```
+    pub fn enter(&self, index: usize) -> io::Result<EnterGuard> {
+        let driver = self.get(index)?.clone();
+        Ok(EnterGuard {
+            previous: driver::set_current(Some(driver)),
+            _not_send: PhantomData,
+        })
+    }
+
+    /// The task that turns base `index`: spawn it once on the runtime that runs the base's
+    /// thread (it registers the base's fd with that runtime's reactor at its first poll, so the
+    /// runtime needs I/O enabled). It runs until the runtime drops it; an error means the fd
+    /// could not be registered.
+    pub fn driver(
+        &self,
+        index: usize,
+    ) -> io::Result<impl Future<Output = io::Result<()>> + Send + 'static> {
+        Ok(driver::drive(self.get(index)?.clone()))
+    }
+
+    /// Spawns the turning task of every base on the current runtime (for a multi-thread runtime;
+    /// call from inside it). Panics outside a runtime, like `tokio::spawn`.
+    pub fn spawn_drivers(&self) -> io::Result<Vec<tokio::task::JoinHandle<io::Result<()>>>> {
+        (0..self.len())
+            .map(|i| self.driver(i).map(tokio::spawn))
+            .collect()
+    }
+
+    /// A hook for `tokio::runtime::Builder::on_thread_start`: gives each new runtime thread a
+    /// base, round robin (threads beyond the number of bases share them; blocking-pool threads
+    /// take one too).
+    pub fn on_thread_start(&self) -> impl Fn() + Send + Sync + 'static {
+        let timers = self.clone();
+        move || {
+            // Relaxed: only spreads threads over bases.
+            let i = timers.next.fetch_add(1, Ordering::Relaxed) % timers.len();
+            driver::set_current(Some(timers.drivers[i].clone()));
+        }
+    }
+
+    /// Runs `future` to completion on `rt` (a current-thread runtime with I/O enabled) with base
+    /// `index` as this thread's base and its turning task spawned on `rt`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tickwheel_percpu::{Config, time::{self, Timers}};
+    /// let timers = Timers::new(1, Config::default()).unwrap();
+    /// let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
+    /// let out = timers.block_on(0, &rt, async {
+    ///     time::sleep(Duration::from_millis(1)).await;
+    ///     42
+    /// });
+    /// assert_eq!(out.unwrap(), 42);
+    /// ```
+    pub fn block_on<F: Future>(
+        &self,
+        index: usize,
+        rt: &tokio::runtime::Runtime,
+        future: F,
+    ) -> io::Result<F::Output> {
+        let _enter = self.enter(index)?;
+        let mut turning = std::pin::pin!(self.driver(index)?);
+        let mut future = std::pin::pin!(future);
+        // The turning task runs inside this future, so it (and its fd registration) is gone
+        // when `block_on` returns.
+        rt.block_on(std::future::poll_fn(|cx| {
+            if let Poll::Ready(out) = future.as_mut().poll(cx) {
+                return Poll::Ready(Ok(out));
+            }
+            match turning.as_mut().poll(cx) {
+                Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+                _ => Poll::Pending,
+            }
+        }))
+    }
+}
+
+/// Base of the calling thread until dropped (the previous one comes back); see [`Timers::enter`].
+#[must_use = "the base is the thread's only while the guard lives"]
+pub struct EnterGuard {
+    previous: Option<Arc<Driver>>,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl fmt::Debug for EnterGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EnterGuard").finish_non_exhaustive()
+    }
+}
+
+impl Drop for EnterGuard {
+    fn drop(&mut self) {
+        driver::set_current(self.previous.take());
+    }
+}

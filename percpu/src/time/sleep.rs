@@ -1,0 +1,348 @@
+//! [`Sleep`]: a future that completes at a deadline, on the base of the thread that first polls it.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::OnceLock;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use super::cell::{self, Cell};
+use super::driver::{self, Driver};
+use crate::Handle;
+use crate::sync::{Arc, Ordering};
+
+/// The instant deadlines are counted from (the first sleep made in the process). A std
+/// `OnceLock`, not the sync shim: it is a process-wide constant, not cross-core protocol state.
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// Set in `Deadline` when the sleep completed at its first poll without being filed.
+const DONE_UNFILED: u64 = 1 << 63;
+
+/// A deadline in 8 bytes: nanoseconds since [`epoch`] (below 2^63, about 292 years), and the
+/// `DONE_UNFILED` bit. An instant before the epoch is stored as the epoch: it was in the past
+/// when stored (the epoch is never later than the first call), so it stays in the past.
+#[derive(Clone, Copy)]
+struct Deadline(u64);
+
+impl Deadline {
+    fn new(at: Instant) -> Self {
+        let ns = at.saturating_duration_since(epoch()).as_nanos();
+        Self(u64::try_from(ns).unwrap_or(u64::MAX).min(DONE_UNFILED - 1))
+    }
+
+    fn instant(self) -> Instant {
+        epoch() + Duration::from_nanos(self.0 & !DONE_UNFILED)
+    }
+
+    fn done_unfiled(self) -> bool {
+        self.0 & DONE_UNFILED != 0
+    }
+}
+
+/// A deadline far enough away to stand for "never" when `now + duration` overflows.
+fn far_future(now: Instant) -> Instant {
+    const THIRTY_YEARS: Duration = Duration::from_secs(86_400 * 365 * 30);
+    now.checked_add(THIRTY_YEARS).unwrap_or(now)
+}
+
+/// Waits until `duration` has passed (the clock is read now; the timer is filed at the first poll,
+/// on the polling thread's base).
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use tickwheel_percpu::{Config, time::{self, Timers}};
+///
+/// let timers = Timers::new(1, Config::default()).unwrap();
+/// let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
+/// let start = Instant::now();
+/// timers.block_on(0, &rt, time::sleep(Duration::from_millis(5))).unwrap();
+/// assert!(start.elapsed() >= Duration::from_millis(5));
+/// ```
+pub fn sleep(duration: Duration) -> Sleep {
+    let now = Instant::now();
+    sleep_until(now.checked_add(duration).unwrap_or_else(|| far_future(now)))
+}
+
+/// Waits until `deadline` (in the past: completes at the base's next turn).
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use tickwheel_percpu::{Config, time::{self, Timers}};
+///
+/// let timers = Timers::new(1, Config::default()).unwrap();
+/// let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
+/// let deadline = Instant::now() + Duration::from_millis(3);
+/// timers.block_on(0, &rt, time::sleep_until(deadline)).unwrap();
+/// assert!(Instant::now() >= deadline);
+/// ```
+pub fn sleep_until(deadline: Instant) -> Sleep {
+    Sleep {
+        deadline: Deadline::new(deadline),
+        reg: None,
+    }
+}
+
+/// A timer on a per-core base, as a future. Made by [`sleep`] or [`sleep_until`].
+///
+/// It costs nothing until first polled; the first poll files it on the polling thread's base (a
+/// local operation). Polling, resetting or dropping it on another thread (a work-stealing
+/// runtime moved its task) uses the cross-core path to the base it was filed on. `Sleep` is
+/// `Unpin`: it can be reset and stored without `Box::pin`.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use tickwheel_percpu::{Config, time::{self, Timers}};
+///
+/// let timers = Timers::new(1, Config::default()).unwrap();
+/// let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
+/// timers.block_on(0, &rt, async {
+///     let mut idle = time::sleep(Duration::from_secs(60));
+///     // A request arrived: push the idle timeout back, in place.
+///     idle.reset(Instant::now() + Duration::from_millis(2));
+///     (&mut idle).await;
+///     assert!(idle.is_elapsed());
+/// }).unwrap();
+/// ```
+pub struct Sleep {
+    /// The deadline, and whether the sleep completed at its first poll unfiled.
+    deadline: Deadline,
+    reg: Option<Registration>,
+}
+
+/// Where a polled sleep is filed.
+struct Registration {
+    driver: Arc<Driver>,
+    /// The cell; its state word holds the current arming's `seq`.
+    cell: u32,
+    handle: Handle,
+}
+
+impl fmt::Debug for Sleep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sleep")
+            .field("deadline", &self.deadline.instant())
+            .field("base", &self.reg.as_ref().map(|r| r.driver.index))
+            .finish()
+    }
+}
+
+/// The one cross-core re-arm: moves a pending timer of another thread's base in place (the
+/// handle stays valid; a later deadline sends the owner nothing). False if it is not pending
+/// (fired or firing).
+fn rearm_remote(driver: &Driver, h: Handle, deadline: Instant) -> bool {
+    driver.remote.reset_at(h, deadline)
+}
+
+impl Sleep {
+    /// The instant this sleep completes at (or after).
+    pub fn deadline(&self) -> Instant {
+        self.deadline.instant()
+    }
+
+    /// True once the timer has fired (false again after a [`Sleep::reset`]).
+    pub fn is_elapsed(&self) -> bool {
+        self.deadline.done_unfiled()
+            || self.reg.as_ref().is_some_and(|r| {
+                // Acquire: as in `poll`.
+                cell::fired(r.cell().state.load(Ordering::Acquire))
+            })
+    }
+
+    /// Moves the deadline, in place: no allocation, and on the owning thread no atomic
+    /// read-modify-write besides taking the base. Works before, during and after the wait; the
+    /// task waiting on it is woken at the new deadline.
+    pub fn reset(&mut self, deadline: Instant) {
+        self.deadline = Deadline::new(deadline);
+        let Some(reg) = self.reg.as_mut() else {
+            return;
+        };
+        if driver::is_current(&reg.driver) {
+            if let Some(mut held) = reg.driver.hold() {
+                if held.base.reset_at(reg.handle, deadline) {
+                    return;
+                }
+                // Not in the wheel: pending in the inbox (a re-arm from another thread left it
+                // there), or fired (and, since turns deliver while holding the base, delivered).
+                if held.base.cancel(reg.handle) {
+                    // Still pending: replace it, same arming.
+                    let seq = cell::seq_of(reg.cell().state.load(Ordering::Relaxed));
+                    reg.handle = reg.driver.schedule_held(&mut held, deadline, reg.cell, seq);
+                    return;
+                }
+                let seq = arm(reg.driver.cells.get(reg.cell));
+                reg.handle = reg.driver.schedule_held(&mut held, deadline, reg.cell, seq);
+                return;
+            }
+        }
+        if rearm_remote(&reg.driver, reg.handle, deadline) {
+            return;
+        }
+        // Fired or firing: a new arming; the old payload, if still on its way, is stale.
+        let seq = arm(reg.driver.cells.get(reg.cell));
+        let p = cell::payload(reg.cell, seq);
+        match reg.driver.remote.schedule_at(reg.driver.index, deadline, p) {
+            Ok(h) => reg.handle = h,
+            Err(_) => {
+                // The base's reserve of slots is empty (or the base is gone): let go of the
+                // cell; the next poll files the sleep afresh on the polling thread's base.
+                reg.disarm();
+                self.unregister();
+            }
+        }
+    }
+
+    /// Lets go of the cell (cancelling the timer if pending); the next poll files it afresh on
+    /// the polling thread's base.
+    fn unregister(&mut self) {
+        if let Some(reg) = self.reg.take() {
+            reg.release();
+        }
+    }
+
+    fn register(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let driver = driver::with_current(|d| d.cloned()).unwrap_or_else(|| {
+            panic!(
+                "no tickwheel time driver on this thread: use Timers::enter, Timers::block_on \
+                 or Timers::on_thread_start"
+            )
+        });
+        let Some(mut held) = driver.hold() else {
+            // A turn of this base runs on another worker for a moment.
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        };
+        let deadline = self.deadline.instant();
+        if deadline <= held.base.now() {
+            self.deadline.0 |= DONE_UNFILED;
+            return Poll::Ready(());
+        }
+        let index = driver.alloc_cell(&mut held);
+        let cell = driver.cells.get(index);
+        // Relaxed: the cell is ours alone until the handle escapes below; the base's own
+        // synchronisation carries this store to whoever turns it. A taken cell starts from 0.
+        let state = cell::next_arming(0);
+        cell.state.store(state, Ordering::Relaxed);
+        // The cell is ours alone (just taken, and we hold the base).
+        cell.waker.set_exclusive(cx.waker());
+        let seq = cell::seq_of(state);
+        let handle = driver.schedule_held(&mut held, deadline, index, seq);
+        drop(held);
+        self.reg = Some(Registration {
+            driver,
+            cell: index,
+            handle,
+        });
+        Poll::Pending
+    }
+}
+
+/// Counts a new arming of `cell` and returns its seq.
+fn arm(cell: &Cell) -> u32 {
+    // AcqRel / Acquire: orders against the delivering thread's update of the same word.
+    let prev = cell
+        .state
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+            Some(cell::next_arming(s))
+        })
+        .unwrap_or_else(|s| s);
+    cell::seq_of(cell::next_arming(prev))
+}
+
+impl Registration {
+    fn cell(&self) -> &Cell {
+        self.driver.cells.get(self.cell)
+    }
+
+    /// Undoes `arm` when no timer carries the new arming.
+    fn disarm(&self) {
+        // AcqRel: as in `arm`.
+        self.cell()
+            .state
+            .fetch_sub(cell::ARMING_ONE, Ordering::AcqRel);
+    }
+
+    /// The sleep lets go: cancel a pending arming, drop the sleep's hold, free the cell if last.
+    fn release(self) {
+        let cell = self.cell();
+        let held = if driver::is_current(&self.driver) {
+            self.driver.hold()
+        } else {
+            None
+        };
+        if let Some(mut held) = held {
+            // Holding the base: deliveries (the only other writers of this cell; the sleep is
+            // ours) run only under the base, so the cell is ours alone until `held` drops, and
+            // its Release store publishes what we write here to the next holder.
+            let state = cell.state.load(Ordering::Relaxed);
+            let pending = cell::armings_of(state) > 0 && !cell::fired(state);
+            let cancelled = pending && held.base.cancel(self.handle);
+            let less = if cancelled { cell::ARMING_ONE } else { 0 };
+            let state = (state - less) & !cell::SLEEP;
+            // A delivery still on its way must not wake a task that let go.
+            drop(cell.waker.take_exclusive());
+            if cell::unheld(state) {
+                self.driver.free_held(self.cell, &mut held);
+            } else {
+                // Relaxed: published by the hold's Release (see above).
+                cell.state.store(state, Ordering::Relaxed);
+            }
+            return;
+        }
+        // Acquire: sees a delivery's update of this arming.
+        let state = cell.state.load(Ordering::Acquire);
+        let pending = cell::armings_of(state) > 0 && !cell::fired(state);
+        let cancelled = pending && self.driver.remote.cancel(self.handle);
+        if !cancelled {
+            // A delivery may still be on its way: it must not wake a task that let go.
+            drop(cell.waker.take());
+        }
+        let less = if cancelled { cell::ARMING_ONE } else { 0 };
+        // AcqRel: the last of the two sides to let go sees the other's update and frees.
+        let prev = cell
+            .state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                Some((s - less) & !cell::SLEEP)
+            })
+            .unwrap_or_else(|s| s);
+        if cell::unheld((prev - less) & !cell::SLEEP) {
+            self.driver.free_cell(self.cell, None);
+        }
+    }
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        let Some(reg) = this.reg.as_ref() else {
+            if this.deadline.done_unfiled() {
+                return Poll::Ready(());
+            }
+            return this.register(cx);
+        };
+        let cell = reg.cell();
+        // Acquire: pairs with the delivering thread's AcqRel update that set FIRED.
+        if cell::fired(cell.state.load(Ordering::Acquire)) {
+            return Poll::Ready(());
+        }
+        cell.waker.register(cx.waker());
+        // Checked again: a delivery between the load and the register took no waker.
+        if cell::fired(cell.state.load(Ordering::Acquire)) {
+            return Poll::Ready(());
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        self.unregister();
+    }
+}
+
+impl hyper::rt::Sleep for Sleep {}

@@ -1,0 +1,213 @@
+//! Sleeps used away from their base's thread: moved, polled, reset and dropped elsewhere, and
+//! tasks migrating on a multi-thread runtime. Never early, never lost, nothing left behind.
+#![cfg(feature = "tokio")]
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+use tickwheel_percpu::Config;
+use tickwheel_percpu::time::{self, Timers};
+
+struct Unpark(std::thread::Thread, AtomicUsize);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.1.fetch_add(1, Ordering::SeqCst);
+        self.0.unpark();
+    }
+}
+
+/// Polls `s` to completion on this (driverless) thread, parking between polls.
+fn wait_here(s: &mut time::Sleep) -> usize {
+    let unpark = Arc::new(Unpark(std::thread::current(), AtomicUsize::new(0)));
+    let waker = Waker::from(unpark.clone());
+    let mut cx = Context::from_waker(&waker);
+    while Pin::new(&mut *s).poll(&mut cx).is_pending() {
+        std::thread::park_timeout(Duration::from_secs(5));
+    }
+    unpark.1.load(Ordering::SeqCst)
+}
+
+fn noop_poll(s: &mut time::Sleep) -> Poll<()> {
+    Pin::new(s).poll(&mut Context::from_waker(Waker::noop()))
+}
+
+/// Work to run on the base's thread, inside its runtime.
+type Request = Box<dyn FnOnce() + Send>;
+
+/// Base 0 on a current-thread runtime on its own thread, filing sleeps on request (a sleep is
+/// filed on the thread that first polls it) and handing them back, until the sender drops.
+struct BaseThread {
+    requests: Option<tokio::sync::mpsc::UnboundedSender<Request>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl BaseThread {
+    fn start(timers: &Timers) -> Self {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Request>();
+        let timers = timers.clone();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_io()
+                .build()
+                .unwrap();
+            let serve = async move {
+                while let Some(work) = rx.recv().await {
+                    work();
+                }
+            };
+            timers.block_on(0, &rt, serve).unwrap();
+        });
+        Self {
+            requests: Some(tx),
+            thread: Some(thread),
+        }
+    }
+
+    /// A sleep filed on base 0 by its own thread.
+    fn filed(&self, deadline: Instant) -> time::Sleep {
+        self.on_base(move || {
+            let mut s = time::sleep_until(deadline);
+            assert!(noop_poll(&mut s).is_pending());
+            s
+        })
+    }
+
+    /// Runs `f` on the base's thread and returns its result.
+    fn on_base<R: Send + 'static>(&self, f: impl FnOnce() -> R + Send + 'static) -> R {
+        let (tx, rx) = mpsc::channel();
+        let work: Request = Box::new(move || tx.send(f()).unwrap());
+        self.requests.as_ref().unwrap().send(work).unwrap();
+        rx.recv().unwrap()
+    }
+
+    fn stop(mut self) {
+        self.requests.take();
+        self.thread.take().unwrap().join().unwrap();
+    }
+}
+
+#[test]
+fn moved_and_polled_on_another_thread() {
+    let timers = Timers::new(1, Config::default()).unwrap();
+    let base = BaseThread::start(&timers);
+    for ms in [1u64, 4, 9] {
+        let deadline = Instant::now() + Duration::from_millis(ms);
+        let mut s = base.filed(deadline);
+        let wakes = wait_here(&mut s);
+        assert!(Instant::now() >= deadline, "early");
+        assert!(wakes <= 1, "woken {wakes} times");
+        assert!(s.is_elapsed());
+    }
+    base.stop();
+    assert_eq!(timers.occupancy(0), Some((0, 0)));
+}
+
+#[test]
+fn moved_and_dropped_on_another_thread() {
+    let timers = Timers::new(1, Config::default()).unwrap();
+    let base = BaseThread::start(&timers);
+    let sleeps: Vec<_> = (0..200)
+        .map(|i| base.filed(Instant::now() + Duration::from_millis(30 + i)))
+        .collect();
+    drop(sleeps); // cross-core cancels
+    // Let the base turn and fire whatever was not cancelled (nothing should be).
+    std::thread::sleep(Duration::from_millis(300));
+    base.stop();
+    let stats = timers.base_stats(0).unwrap();
+    assert_eq!(stats.fired, 0, "a dropped sleep fired");
+    assert_eq!(stats.cancelled_remote, 200);
+    assert_eq!(timers.occupancy(0), Some((0, 0)));
+}
+
+#[test]
+fn reset_on_another_thread_is_never_early() {
+    let timers = Timers::new(1, Config::default()).unwrap();
+    let base = BaseThread::start(&timers);
+    for i in 0..20u64 {
+        let mut s = base.filed(Instant::now() + Duration::from_millis(2));
+        // Sometimes before the fire, sometimes after: both must end at the new deadline.
+        std::thread::sleep(Duration::from_millis(i % 4));
+        let deadline = Instant::now() + Duration::from_millis(3 + i % 3);
+        s.reset(deadline);
+        wait_here(&mut s);
+        assert!(Instant::now() >= deadline, "early after a remote reset");
+    }
+    base.stop();
+    assert_eq!(timers.occupancy(0), Some((0, 0)));
+}
+
+#[test]
+fn reset_away_then_at_home() {
+    let timers = Timers::new(1, Config::default()).unwrap();
+    let base = BaseThread::start(&timers);
+    for i in 0..20u64 {
+        let mut s = base.filed(Instant::now() + Duration::from_secs(60));
+        // Away: the cross-core re-arm, in place ...
+        s.reset(Instant::now() + Duration::from_secs(30));
+        // ... then at home, earlier, in place.
+        let deadline = Instant::now() + Duration::from_millis(2 + i % 3);
+        let mut s = base.on_base(move || {
+            s.reset(deadline);
+            s
+        });
+        wait_here(&mut s);
+        assert!(Instant::now() >= deadline, "early");
+    }
+    // Nothing left behind: no timer of an earlier arming is left to fire in 30 s.
+    std::thread::sleep(Duration::from_millis(50));
+    base.stop();
+    assert_eq!(timers.occupancy(0).map(|o| o.1), Some(0));
+    assert_eq!(timers.base_stats(0).unwrap().fired, 20);
+}
+
+#[test]
+fn tasks_migrating_on_a_multi_thread_runtime() {
+    let timers = Timers::new(2, Config::default()).unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .on_thread_start(timers.on_thread_start())
+        .enable_io()
+        .build()
+        .unwrap();
+    let early = Arc::new(AtomicUsize::new(0));
+    rt.block_on(async {
+        timers.spawn_drivers().unwrap();
+        let mut jobs = Vec::new();
+        for i in 0..400u64 {
+            let early = early.clone();
+            jobs.push(tokio::spawn(async move {
+                let mut s = time::sleep(Duration::from_millis(1 + i % 7));
+                for round in 0..3 {
+                    // Yield so the task may move between workers between polls and resets.
+                    tokio::task::yield_now().await;
+                    let deadline = Instant::now() + Duration::from_millis(1 + (i + round) % 5);
+                    s.reset(deadline);
+                    (&mut s).await;
+                    if Instant::now() < deadline {
+                        early.fetch_add(1, Ordering::SeqCst);
+                    }
+                    let t = time::timeout(Duration::from_millis(2), std::future::pending::<()>());
+                    assert!(t.await.is_err());
+                    // A timeout that wins and one dropped while pending.
+                    let _ = time::timeout(Duration::from_secs(9), tokio::task::yield_now()).await;
+                }
+            }));
+        }
+        for j in jobs {
+            j.await.unwrap();
+        }
+    });
+    drop(rt);
+    assert_eq!(early.load(Ordering::SeqCst), 0, "a sleep completed early");
+    for i in 0..2 {
+        // Timers cancelled from another worker may still sit in the wheel until a turn reads
+        // their notices (none comes after the runtime is gone), but no cell is held.
+        assert_eq!(timers.occupancy(i).unwrap().1, 0, "base {i}");
+    }
+}

@@ -1,0 +1,115 @@
+//! Wakers replaced between polls: the latest one is woken, once; earlier ones never.
+#![cfg(feature = "tokio")]
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+use tickwheel_percpu::Config;
+use tickwheel_percpu::time::{self, Timers};
+
+#[derive(Default)]
+struct Count(AtomicUsize);
+
+impl Wake for Count {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn counting() -> (Arc<Count>, Waker) {
+    let c = Arc::new(Count::default());
+    (c.clone(), Waker::from(c))
+}
+
+fn poll_with(s: &mut time::Sleep, w: &Waker) -> Poll<()> {
+    Pin::new(s).poll(&mut Context::from_waker(w))
+}
+
+fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn the_latest_waker_is_woken_once() {
+    let timers = Timers::new(1, Config::default()).unwrap();
+    let rt = current_thread();
+    timers
+        .block_on(0, &rt, async {
+            let (a, wa) = counting();
+            let (b, wb) = counting();
+            let (c, wc) = counting();
+            let mut s = time::sleep(Duration::from_millis(3));
+            assert!(poll_with(&mut s, &wa).is_pending());
+            assert!(poll_with(&mut s, &wb).is_pending());
+            // Same task twice: no second wake.
+            assert!(poll_with(&mut s, &wc).is_pending());
+            assert!(poll_with(&mut s, &wc).is_pending());
+            time::sleep(Duration::from_millis(20)).await;
+            assert_eq!(a.0.load(Ordering::SeqCst), 0);
+            assert_eq!(b.0.load(Ordering::SeqCst), 0);
+            assert_eq!(c.0.load(Ordering::SeqCst), 1);
+            assert!(s.is_elapsed());
+            assert!(poll_with(&mut s, &wa).is_ready());
+            // After a reset the next fire wakes the waker of the poll after the reset.
+            s.reset(Instant::now() + Duration::from_millis(2));
+            assert!(!s.is_elapsed());
+            assert!(poll_with(&mut s, &wb).is_pending());
+            time::sleep(Duration::from_millis(20)).await;
+            assert_eq!(b.0.load(Ordering::SeqCst), 1);
+            assert_eq!(c.0.load(Ordering::SeqCst), 1);
+            assert_eq!(a.0.load(Ordering::SeqCst), 0);
+            assert!(poll_with(&mut s, &wb).is_ready());
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_dropped_sleep_wakes_nobody() {
+    let timers = Timers::new(1, Config::default()).unwrap();
+    let rt = current_thread();
+    timers
+        .block_on(0, &rt, async {
+            let (a, wa) = counting();
+            let mut s = time::sleep(Duration::from_millis(2));
+            assert!(poll_with(&mut s, &wa).is_pending());
+            drop(s);
+            time::sleep(Duration::from_millis(10)).await;
+            assert_eq!(a.0.load(Ordering::SeqCst), 0);
+        })
+        .unwrap();
+    assert_eq!(timers.occupancy(0), Some((0, 0)));
+}
+
+#[test]
+fn reset_moves_the_deadline_both_ways() {
+    let timers = Timers::new(1, Config::default()).unwrap();
+    let rt = current_thread();
+    timers
+        .block_on(0, &rt, async {
+            let start = Instant::now();
+            let mut s = time::sleep(Duration::from_millis(1));
+            let (_a, wa) = counting();
+            assert!(poll_with(&mut s, &wa).is_pending());
+            // Later: must not fire at the old deadline.
+            let later = start + Duration::from_millis(15);
+            s.reset(later);
+            (&mut s).await;
+            assert!(Instant::now() >= later);
+            // Earlier than the pending one.
+            s.reset(Instant::now() + Duration::from_secs(60));
+            assert!(poll_with(&mut s, &wa).is_pending());
+            let sooner = Instant::now() + Duration::from_millis(2);
+            s.reset(sooner);
+            (&mut s).await;
+            assert!(Instant::now() >= sooner);
+        })
+        .unwrap();
+    assert_eq!(timers.occupancy(0), Some((0, 0)));
+}
