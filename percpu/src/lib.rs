@@ -5,7 +5,8 @@
 //! only atomics and bounded lock-free queues: no mutex, no rwlock, no spin lock on any cross-core
 //! path. Each base exposes one fd that any epoll/mio loop can register ([`Base::fd`]), and one call
 //! ([`Base::turn`]) that does its work. [`Runtime`] runs the default loop on pinned threads for
-//! users who have no loop of their own.
+//! users who have no loop of their own. [`shm`] puts one timer set in shared memory for several
+//! processes.
 //!
 //! ```
 //! use std::time::Duration;
@@ -96,6 +97,7 @@ pub mod mpsc;
 pub mod protocol;
 mod remote;
 pub mod runtime;
+pub mod shm;
 mod stats;
 mod sync;
 mod sys;
