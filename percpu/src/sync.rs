@@ -46,3 +46,17 @@ impl<T> UnsafeCell<T> {
         f(self.0.get())
     }
 }
+
+/// Lets the thread that must move next run while this one waits for it: the OS scheduler's
+/// `yield`, or under loom a switch the model checker explores.
+#[cfg(loom)]
+pub(crate) fn yield_now() {
+    loom::thread::yield_now();
+}
+
+/// Lets the thread that must move next run while this one waits for it: the OS scheduler's
+/// `yield`, or under loom a switch the model checker explores.
+#[cfg(not(loom))]
+pub(crate) fn yield_now() {
+    std::thread::yield_now();
+}

@@ -131,6 +131,7 @@ pub(crate) fn epoll_wait(epoll: BorrowedFd<'_>, timeout_ms: i32) -> io::Result<u
 
 // ---- Shared memory, files and processes (for `shm`) ----
 
+#[cfg_attr(loom, allow(dead_code, reason = "loom builds keep a set in a vector"))]
 /// A `MAP_SHARED` read-write mapping of `len` bytes: of `fd` from offset 0, or anonymous (shared
 /// with children across `fork`) for `None`. Returns the base address.
 pub(crate) fn mmap_shared(fd: Option<BorrowedFd<'_>>, len: usize) -> io::Result<*mut u8> {
@@ -156,6 +157,7 @@ pub(crate) fn mmap_shared(fd: Option<BorrowedFd<'_>>, len: usize) -> io::Result<
     }
 }
 
+#[cfg_attr(loom, allow(dead_code, reason = "loom builds keep a set in a vector"))]
 /// Unmaps a mapping made by [`mmap_shared`].
 ///
 /// # Safety
@@ -167,6 +169,7 @@ pub(crate) unsafe fn munmap(ptr: *mut u8, len: usize) -> io::Result<()> {
     Ok(())
 }
 
+#[cfg_attr(loom, allow(dead_code, reason = "loom builds keep a set in a vector"))]
 /// Writes a mapping's dirty pages back to its file and waits (`msync(MS_SYNC)`).
 ///
 /// # Safety
@@ -237,6 +240,10 @@ pub(crate) fn process_exists(pid: u32) -> bool {
     ret == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
+#[cfg_attr(
+    loom,
+    allow(dead_code, reason = "loom models have no kernel to sleep in")
+)]
 /// `FUTEX_WAIT` (process-shared: no `FUTEX_PRIVATE_FLAG`) on the 32-bit word at `addr` while it
 /// holds `expected`, for at most `timeout_ns` (`None`: no limit). Returns when woken, on a
 /// timeout, on a signal, or at once if the word differs.
@@ -255,6 +262,10 @@ pub(crate) unsafe fn futex_wait(addr: *const u32, expected: u32, timeout_ns: Opt
     }
 }
 
+#[cfg_attr(
+    loom,
+    allow(dead_code, reason = "loom models have no kernel to sleep in")
+)]
 /// `FUTEX_WAKE` (process-shared) of up to `n` waiters on the 32-bit word at `addr`.
 ///
 /// # Safety

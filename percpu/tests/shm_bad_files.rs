@@ -1,6 +1,8 @@
 //! Files that are not timer sets of this version are refused with a clear error and left as
 //! they were; creation refuses to replace anything; the stored geometry wins.
 
+#![cfg(not(loom))]
+
 use std::fs;
 use std::io::Write;
 use std::os::unix::fs::{PermissionsExt, symlink};

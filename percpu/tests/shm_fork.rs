@@ -1,6 +1,8 @@
 //! Anonymous shared memory inherited across `fork`: children schedule and cancel, the parent
 //! advances. One test in this binary, so the process is single-threaded when it forks.
 
+#![cfg(not(loom))]
+
 use tickwheel_percpu::shm::{Config, Segment};
 
 #[test]

@@ -2,6 +2,8 @@
 //! cancellers and advancers, and the parent checks that every payload was fired or cancelled
 //! exactly once, including when processes are killed with SIGKILL at random points.
 
+#![cfg(not(loom))]
+
 mod shm_util;
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};

@@ -1,6 +1,8 @@
 //! The owner's fd on `CLOCK_MONOTONIC`: a schedule from another process (a thread standing in)
 //! wakes a sleeping owner through the futex word, and the timerfd wakes it at the deadline.
 
+#![cfg(not(loom))]
+
 use std::time::{Duration, Instant};
 
 use tickwheel_percpu::shm::{Config, Segment};

@@ -44,6 +44,10 @@ pub struct Advancer {
     wheel: Wheel<u32>,
     index: Vec<u64>,
     interrupted: Vec<u64>,
+    /// What the last look at the marks before sleeping found (see `publish_sleep`).
+    marks_before_sleep: bool,
+    /// Set by `crash`: drop as a killed owner would leave the set (still owned).
+    crashed: bool,
     #[cfg(not(loom))]
     waker: Option<Waker>,
     #[cfg(not(loom))]
@@ -91,6 +95,8 @@ impl Advancer {
             index: vec![0; g.capacity],
             wheel,
             interrupted: Vec::new(),
+            marks_before_sleep: false,
+            crashed: false,
             #[cfg(not(loom))]
             waker: None,
             #[cfg(not(loom))]
@@ -222,6 +228,20 @@ impl Advancer {
         self.wheel.next_expiry()
     }
 
+    /// True if the last turn ended by finding marks that arrived after it took them (its fd is
+    /// then left readable, so the loop turns again at once). For models of the wake protocol.
+    #[doc(hidden)]
+    pub fn marks_before_sleep(&self) -> bool {
+        self.marks_before_sleep
+    }
+
+    /// Drops the advancer as a killed owner would leave the set: the owner word still names
+    /// this process. For tests and models only.
+    #[doc(hidden)]
+    pub fn crash(mut self) {
+        self.crashed = true;
+    }
+
     /// Timers in the owner's index (armed and applied, not yet fired or cancelled).
     pub fn indexed(&self) -> usize {
         self.wheel.len()
@@ -286,6 +306,7 @@ impl Advancer {
         // either it reads `until` (and wakes us if earlier) or we see its mark below.
         fence(Ordering::SeqCst);
         let pending = v.any_marks();
+        self.marks_before_sleep = pending;
         #[cfg(not(loom))]
         if let Some(w) = &self.waker {
             let _ = if pending {
@@ -302,6 +323,9 @@ impl Drop for Advancer {
     fn drop(&mut self) {
         #[cfg(not(loom))]
         drop(self.waker.take());
+        if self.crashed {
+            return;
+        }
         let v = self.client.view();
         // Relaxed: no owner, nobody to wake; a new owner publishes its own value.
         v.word(layout::W_NEXT_WAKE).store(0, Ordering::Relaxed);

@@ -92,8 +92,19 @@ pub const SLOT_BYTES: usize = SLOT_WORDS * 8;
 /// The largest capacity: slot indices are 32-bit with `u32::MAX` as the list end, and a stack
 /// head packs a 32-bit index.
 pub const MAX_CAPACITY: usize = 1 << 31;
-/// The bitmap stops adding levels once a level fits in this many words (one line).
+/// Slots (or words of the level below) per bitmap word. Under loom, 2: a model with 5 slots
+/// then has three levels, and the model checker sees every level's race with a few slots.
+#[cfg(not(loom))]
+pub(crate) const MARK_BITS: usize = 64;
+#[cfg(loom)]
+pub(crate) const MARK_BITS: usize = 2;
+
+/// The bitmap stops adding levels once a level fits in this many words (one line). Under loom,
+/// one word.
+#[cfg(not(loom))]
 const TOP_WORDS: usize = 8;
+#[cfg(loom)]
+const TOP_WORDS: usize = 1;
 
 const fn round_up(n: usize, to: usize) -> usize {
     n.div_ceil(to) * to
@@ -178,14 +189,14 @@ impl Layout {
     pub(crate) fn new(capacity: usize) -> Layout {
         let mut at = HEADER_WORDS + capacity * SLOT_WORDS;
         let mut levels = Vec::new();
-        let mut words = capacity.div_ceil(64);
+        let mut words = capacity.div_ceil(MARK_BITS);
         loop {
             levels.push((at, words));
             at += words;
             if words <= TOP_WORDS {
                 break;
             }
-            words = words.div_ceil(64);
+            words = words.div_ceil(MARK_BITS);
         }
         Layout {
             capacity,

@@ -255,7 +255,6 @@ impl Segment {
     /// A set in a new memfd; pass [`fd`](Segment::fd) to another process (`SCM_RIGHTS`, or
     /// inheritance across `exec` after clearing close-on-exec) and open it there with
     /// [`from_fd`](Segment::from_fd).
-    #[cfg(not(loom))]
     pub fn memfd(config: &Config, name: &str) -> Result<Segment, Error> {
         let name =
             CString::new(name).map_err(|_| Error::InvalidConfig("name contains a NUL byte"))?;
@@ -265,7 +264,6 @@ impl Segment {
 
     /// A set in a new file at `path`, created with `O_EXCL | O_NOFOLLOW` and
     /// [`Config::file_mode`]: fails if anything (a symlink included) is already there.
-    #[cfg(not(loom))]
     pub fn create_file(path: impl AsRef<Path>, config: &Config) -> Result<Segment, Error> {
         let path = path.as_ref();
         config.geometry()?;
@@ -282,7 +280,6 @@ impl Segment {
 
     /// Opens the set in the file at `path` (never following a symlink). The geometry is the one
     /// stored in the file's header; see [`geometry`](Segment::geometry).
-    #[cfg(not(loom))]
     pub fn open_file(path: impl AsRef<Path>) -> Result<Segment, Error> {
         let path = path.as_ref();
         let fd = crate::sys::open_existing(&c_path(path)?)?;
@@ -291,7 +288,6 @@ impl Segment {
 
     /// Opens the file at `path` if it exists (its stored geometry wins over `config`'s),
     /// otherwise creates it with `config`.
-    #[cfg(not(loom))]
     pub fn open_or_create_file(path: impl AsRef<Path>, config: &Config) -> Result<Segment, Error> {
         let path = path.as_ref();
         match Self::create_file(path, config) {
@@ -303,7 +299,6 @@ impl Segment {
     }
 
     /// Opens the set behind `fd` (a memfd or file another process created).
-    #[cfg(not(loom))]
     pub fn from_fd(fd: OwnedFd) -> Result<Segment, Error> {
         Self::open(fd, None)
     }
@@ -315,7 +310,6 @@ impl Segment {
     ) -> Result<Segment, Error> {
         let geometry = config.geometry()?;
         let layout = Layout::new(geometry.capacity);
-        #[cfg(not(loom))]
         if let Some(fd) = &fd {
             crate::sys::ftruncate(fd.as_fd(), layout.bytes() as u64)?;
         }
@@ -345,7 +339,6 @@ impl Segment {
         })
     }
 
-    #[cfg(not(loom))]
     fn open(fd: OwnedFd, path: Option<PathBuf>) -> Result<Segment, Error> {
         let size = crate::sys::file_size(fd.as_fd())?;
         if size < 8 {
@@ -473,6 +466,14 @@ impl Segment {
         self
     }
 
+    /// How many times schedulers have woken the owner (the futex word), for models of the wake
+    /// protocol.
+    #[doc(hidden)]
+    pub fn wake_count(&self) -> u64 {
+        // Acquire: as the owner's helper thread reads it.
+        self.view().word(layout::W_WAKE).load(Ordering::Acquire)
+    }
+
     fn attach_ident(&self, me: Ident) -> Result<Client, Error> {
         let record = self.view().register(me.word()).ok_or(Error::RegistryFull)?;
         Ok(Client {
@@ -597,12 +598,19 @@ impl Client {
     pub fn schedule_at(&self, deadline: u64, payload: u64) -> Result<Handle, Full> {
         let v = self.view();
         let holder = self.me.holder();
+        let mut waits = 0;
         let (slot, generation) = loop {
             match v.pop_free() {
                 Some((s, g)) if v.claim(s, g, holder) => break (s, g),
                 // Re-issued by recovery, or taken by a claimer that popped it before recovery
-                // re-issued it: this stack entry is spent, pop again.
-                Some(_) => continue,
+                // re-issued it: this stack entry is spent, pop again. A re-issued slot reaches
+                // the stack a moment after its generation moved: wait for it (a few times) before
+                // calling the set full.
+                Some(_) => waits = 1,
+                None if (1..RECOVERY_WAITS).contains(&waits) => {
+                    waits += 1;
+                    crate::sync::yield_now();
+                }
                 None => {
                     v.count(layout::W_FULL, 1);
                     return Err(Full(payload));
@@ -747,6 +755,13 @@ impl Client {
         Some(handle)
     }
 
+    /// Drops the client as a killed process would leave it: still in the registry. For tests and
+    /// models only.
+    #[doc(hidden)]
+    pub fn crash(mut self) {
+        self.record = None;
+    }
+
     /// A cancel stopped right after its CAS (no mark, no count). For tests and models only.
     #[doc(hidden)]
     pub fn cancel_crashing(&self, handle: Handle) -> bool {
@@ -755,6 +770,10 @@ impl Client {
             && self.view().cancel(handle.slot, handle.generation)
     }
 }
+
+/// How many times a schedule that lost a slot to recovery waits for the re-issued slot to reach
+/// the free stack before it reports the set full.
+const RECOVERY_WAITS: u32 = 64;
 
 /// `CLOCK_MONOTONIC` in nanoseconds.
 fn monotonic_ns() -> u64 {

@@ -16,19 +16,12 @@ use std::io;
 use super::table::Ident;
 
 /// The identity of the calling process.
-#[cfg(not(loom))]
 pub(crate) fn current() -> io::Result<Ident> {
     let pid = std::process::id();
     let stat = std::fs::read_to_string("/proc/self/stat")?;
     let (_, start) = parse_stat(&stat)
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "unreadable /proc/self/stat"))?;
     Ok(Ident { pid, start })
-}
-
-/// Under loom every "process" is named by the test.
-#[cfg(loom)]
-pub(crate) fn current() -> io::Result<Ident> {
-    Ok(Ident { pid: 1, start: 0 })
 }
 
 /// `(state letter, start time)` from the text of `/proc/<pid>/stat`. The command name (field 2)
@@ -44,7 +37,6 @@ pub(crate) fn parse_stat(stat: &str) -> Option<(char, u64)> {
 }
 
 /// Alive, with a start time whose low `bits` bits are `start`.
-#[cfg(not(loom))]
 pub(crate) fn alive_on_proc(pid: u32, start: u64, bits: u32) -> bool {
     if pid == 0 || !crate::sys::process_exists(pid) {
         return false;
@@ -91,15 +83,7 @@ impl Liveness {
         if let Some(p) = &self.probe {
             return p(pid);
         }
-        #[cfg(not(loom))]
-        {
-            alive_on_proc(pid, start, bits)
-        }
-        #[cfg(loom)]
-        {
-            let _ = (start, bits);
-            true
-        }
+        alive_on_proc(pid, start, bits)
     }
 }
 

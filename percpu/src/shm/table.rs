@@ -50,7 +50,7 @@
 
 use crate::sync::{AtomicU64, Ordering};
 
-use super::layout::{self, Layout};
+use super::layout::{self, Layout, MARK_BITS};
 
 /// End of a list, and "no slot".
 pub(crate) const NIL: u32 = u32::MAX;
@@ -349,16 +349,16 @@ impl<'a> View<'a> {
     pub(crate) fn mark_levels(&self, s: u32, levels: usize) {
         let mut index = s as usize;
         for &(start, _) in self.layout.levels.iter().take(levels) {
-            let bit = 1u64 << (index % 64);
+            let bit = 1u64 << (index % MARK_BITS);
             // AcqRel: Release carries the state store (and every level below) to the owner's
             // swap; Acquire makes this RMW part of the chain of the previous marker of the word.
-            let old = self.words[start + index / 64].fetch_or(bit, Ordering::AcqRel);
+            let old = self.words[start + index / MARK_BITS].fetch_or(bit, Ordering::AcqRel);
             if old != 0 {
                 // Whoever made the word non-zero marks the level above (or the owner already
                 // swapped it out of a marked word above, and will read it with the rest).
                 return;
             }
-            index /= 64;
+            index /= MARK_BITS;
         }
     }
 
@@ -381,7 +381,7 @@ impl<'a> View<'a> {
         while bits != 0 {
             let b = bits.trailing_zeros() as usize;
             bits &= bits - 1;
-            let child = w * 64 + b;
+            let child = w * MARK_BITS + b;
             if level == 0 {
                 if child < self.capacity() {
                     f(child as u32);
@@ -450,6 +450,7 @@ impl<'a> View<'a> {
     }
 
     /// The non-empty registry records as (index, word).
+    #[cfg_attr(loom, allow(dead_code, reason = "loom models run recovery by hand"))]
     pub(crate) fn registered(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
         (0..layout::REGISTRY).filter_map(|i| {
             // Relaxed: as in `register`.
