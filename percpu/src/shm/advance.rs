@@ -14,7 +14,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use tickwheel::{TimerId, Wheel};
 
 use super::layout;
-use super::table::{Tag, View, pack, split_holder, split_ident_word, unpack};
+use super::table::{Freed, Tag, View, pack, split_holder, split_ident_word, unpack};
 use super::{Client, Error};
 use crate::sync::{Ordering, fence};
 
@@ -48,6 +48,8 @@ pub struct Advancer {
     marks_before_sleep: bool,
     /// Set by `crash`: drop as a killed owner would leave the set (still owned).
     crashed: bool,
+    /// Reused buffers of a turn: the marked slots and their state words.
+    marked: Vec<(u32, u64)>,
     #[cfg(not(loom))]
     waker: Option<Waker>,
     #[cfg(not(loom))]
@@ -97,6 +99,7 @@ impl Advancer {
             interrupted: Vec::new(),
             marks_before_sleep: false,
             crashed: false,
+            marked: Vec::new(),
             #[cfg(not(loom))]
             waker: None,
             #[cfg(not(loom))]
@@ -142,18 +145,32 @@ impl Advancer {
             client,
             wheel,
             index,
+            marked,
             ..
         } = self;
         let v = client.view();
-        v.take_marks(|s| reconcile(&v, wheel, index, s));
+        // Two passes: first every marked slot's state (independent loads, so their cache misses
+        // overlap), then the reconciling, which finds each slot's line in the cache.
+        marked.clear();
+        v.take_marks(|s| marked.push((s, 0)));
+        for (s, word) in marked.iter_mut() {
+            // Acquire: pairs with the scheduler's Release store of PENDING (its deadline is
+            // visible); a cancel that lands after this load sends its own mark.
+            *word = v.state(*s).load(Ordering::Acquire);
+        }
+        let mut freed = Freed::default();
+        for &(s, word) in marked.iter() {
+            reconcile(&v, wheel, index, s, word, &mut freed);
+        }
         let now = client.now();
         let mut fired = 0;
         while let Some((_, slot)) = wheel.poll(now) {
             index[slot as usize] = 0;
-            if fire(&v, slot, &mut handler) {
+            if fire(&v, slot, &mut handler, &mut freed) {
                 fired += 1;
             }
         }
+        v.push_freed(&mut freed);
         self.publish_sleep();
         fired
     }
@@ -195,13 +212,14 @@ impl Advancer {
                         r.reclaimed += 1;
                     }
                 }
-                Tag::Pending => {
-                    if index[s as usize] == 0 {
+                Tag::Pending | Tag::Cancelled => {
+                    if tag == Tag::Pending && index[s as usize] == 0 {
                         r.indexed += 1;
                     }
-                    reconcile(&v, wheel, index, s);
+                    let mut freed = Freed::default();
+                    reconcile(&v, wheel, index, s, word, &mut freed);
+                    v.push_freed(&mut freed);
                 }
-                Tag::Cancelled => reconcile(&v, wheel, index, s),
                 Tag::Firing => {
                     let (_, payload) = v.contents(s);
                     if v.free(s, word) {
@@ -333,10 +351,16 @@ impl Drop for Advancer {
     }
 }
 
-/// Brings slot `s` and the index into agreement (after a mark, or during recovery).
-fn reconcile(v: &View<'_>, wheel: &mut Wheel<u32>, index: &mut [u64], s: u32) {
-    // Acquire: pairs with the scheduler's Release store of PENDING (its deadline is visible).
-    let word = v.state(s).load(Ordering::Acquire);
+/// Brings slot `s`, whose state word was `word`, and the index into agreement (after a mark, or
+/// during recovery). Freed slots go into `freed`.
+fn reconcile(
+    v: &View<'_>,
+    wheel: &mut Wheel<u32>,
+    index: &mut [u64],
+    s: u32,
+    word: u64,
+    freed: &mut Freed,
+) {
     match unpack(word).1 {
         Tag::Pending if index[s as usize] == 0 => {
             let (deadline, _) = v.contents(s);
@@ -350,26 +374,26 @@ fn reconcile(v: &View<'_>, wheel: &mut Wheel<u32>, index: &mut [u64], s: u32) {
             if id != 0 {
                 wheel.cancel(TimerId::from_bits(id - 1));
             }
-            v.free(s, word);
+            v.retire(s, word, freed);
         }
         _ => {}
     }
 }
 
 /// Fires slot `s`, which the wheel says is due: true if the handler ran.
-fn fire(v: &View<'_>, s: u32, handler: &mut impl FnMut(u64)) -> bool {
+fn fire(v: &View<'_>, s: u32, handler: &mut impl FnMut(u64), freed: &mut Freed) -> bool {
     // Relaxed: the generation is only compared by the CAS, which reads the latest value anyway.
     let (g, _, _) = unpack(v.state(s).load(Ordering::Relaxed));
     match v.start_fire(s, g) {
         Ok(payload) => {
             v.count(layout::W_FIRED, 1);
             handler(payload);
-            v.free(s, pack(g, Tag::Firing, 0));
+            v.retire(s, pack(g, Tag::Firing, 0), freed);
             true
         }
         Err(word) => {
             if unpack(word).1 == Tag::Cancelled {
-                v.free(s, word);
+                v.retire(s, word, freed);
             }
             false
         }

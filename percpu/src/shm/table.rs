@@ -149,6 +149,22 @@ fn head(tag: u32, index: u32) -> u64 {
     u64::from(tag) << 32 | u64::from(index)
 }
 
+/// Slots the owner has retired (made `FREE`) and not yet pushed: a chain through their links.
+#[derive(Debug)]
+pub(crate) struct Freed {
+    first: u32,
+    last: u32,
+}
+
+impl Default for Freed {
+    fn default() -> Self {
+        Freed {
+            first: NIL,
+            last: NIL,
+        }
+    }
+}
+
 /// The set's words seen through its layout.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct View<'a> {
@@ -280,6 +296,16 @@ impl<'a> View<'a> {
     /// Owner: `word` → `FREE(g+1)`, then onto the free stack. False (and nothing pushed) if the
     /// word was not `word` any more.
     pub(crate) fn free(&self, s: u32, word: u64) -> bool {
+        let mut one = Freed::default();
+        let ok = self.retire(s, word, &mut one);
+        self.push_freed(&mut one);
+        ok
+    }
+
+    /// Owner: `word` → `FREE(g+1)`, chained into `batch` for [`push_freed`](View::push_freed).
+    /// False (and nothing chained) if the word was not `word` any more. A slot retired and never
+    /// pushed (the owner died in between) is free and on no stack: recovery re-issues it.
+    pub(crate) fn retire(&self, s: u32, word: u64, batch: &mut Freed) -> bool {
         let (g, _, _) = unpack(word);
         let next = g.wrapping_add(1);
         // Release: the next holder's Acquire claim follows our reads of the old contents.
@@ -293,27 +319,42 @@ impl<'a> View<'a> {
             )
             .is_ok();
         if ok {
-            self.push_free(s, next);
+            // Relaxed: published by the Release CAS of `push_freed`.
+            self.field(s, 3).store(
+                u64::from(next) << 32 | u64::from(batch.first),
+                Ordering::Relaxed,
+            );
+            if batch.first == NIL {
+                batch.last = s;
+            }
+            batch.first = s;
         }
         ok
     }
 
-    /// Owner only: pushes slot `s`, free at generation `g`.
-    fn push_free(&self, s: u32, g: u32) {
+    /// Owner only: pushes a chain of retired slots with one CAS on the head (one cache-line
+    /// transfer for the whole batch instead of one a slot).
+    pub(crate) fn push_freed(&self, batch: &mut Freed) {
+        if batch.first == NIL {
+            return;
+        }
         let top = self.word(layout::W_FREE_HEAD);
+        let last = self.field(batch.last, 3);
+        // Relaxed: the owner wrote this link itself in `retire`.
+        let generation = last.load(Ordering::Relaxed) & !0xffff_ffff;
         // Relaxed: the head's value only feeds the CAS; nothing is read through it here.
         let mut cur = top.load(Ordering::Relaxed);
         loop {
             // Relaxed: published by the Release CAS below.
-            self.field(s, 3)
-                .store(u64::from(g) << 32 | (cur & 0xffff_ffff), Ordering::Relaxed);
-            let new = head((cur >> 32) as u32 + 1, s);
-            // Release: a popper that reads this head also reads the link just written.
+            last.store(generation | (cur & 0xffff_ffff), Ordering::Relaxed);
+            let new = head((cur >> 32) as u32 + 1, batch.first);
+            // Release: a popper that reads this head also reads every link of the chain.
             match top.compare_exchange_weak(cur, new, Ordering::Release, Ordering::Relaxed) {
-                Ok(_) => return,
+                Ok(_) => break,
                 Err(now) => cur = now,
             }
         }
+        *batch = Freed::default();
     }
 
     /// Owner only: the slots reachable from the free stack's head, as a bitset. Only the owner
