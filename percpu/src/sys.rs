@@ -1,4 +1,5 @@
-//! The syscalls the driver needs, each wrapped once.
+//! The syscalls the driver needs, each wrapped once, and those of `shm` (shared mappings, files,
+//! process liveness, futexes).
 //!
 //! Every wrapper turns a `-1` return into `io::Error::last_os_error()` through [`cvt`] (the
 //! pattern mio uses), takes and returns owned or borrowed fds, and carries the `// SAFETY:`

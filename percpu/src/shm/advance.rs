@@ -450,10 +450,9 @@ impl Waker {
             None => cap,
         };
         crate::sys::timerfd_set_abs(self.timer.as_fd(), Some(at))?;
-        let mut buf = 0u64;
-        // Reading clears an expiration that fired before the re-arm; nothing to read is fine.
-        // SAFETY: 8 writable bytes, as timerfd requires; the fd is live and non-blocking.
-        let _ = unsafe { libc::read(self.timer.as_raw_fd(), (&raw mut buf).cast(), 8) };
+        // Setting the time already clears a pending expiration; reading (a timerfd reads like an
+        // eventfd: one u64 counter, nothing to read is fine) makes sure of it.
+        crate::sys::eventfd_take(self.timer.as_fd())?;
         Ok(())
     }
 }
