@@ -9,7 +9,8 @@ use tickwheel_percpu::shm::{Config, Segment};
 fn children_made_by_fork_share_an_anonymous_set() {
     let segment = Segment::anonymous(&Config::new(1024).manual_clock()).unwrap();
     let parent = segment.attach().unwrap();
-    let mut adv = parent.advancer().unwrap();
+    let mut adv = Some(parent.advancer().unwrap());
+    adv.as_mut().unwrap().fd().unwrap(); // a helper thread, which children do not have
     let mut pids = Vec::new();
     for child in 0..3u64 {
         // SAFETY: this test binary runs one test, so no other thread exists to hold a lock the
@@ -17,6 +18,7 @@ fn children_made_by_fork_share_an_anonymous_set() {
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0, "fork failed");
         if pid == 0 {
+            let mut inherited = adv.take();
             let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let me = segment.attach().unwrap();
                 let handles: Vec<_> = (0..100)
@@ -28,8 +30,10 @@ fn children_made_by_fork_share_an_anonymous_set() {
                         assert!(me.cancel(*h));
                     }
                 }
-                // The advancer belongs to the parent, which is alive.
+                // The advancer belongs to the parent, which is alive; dropping the copies of
+                // the parent's client and advancer that fork left here changes nothing there.
                 assert!(me.advancer().unwrap_err().is_busy());
+                drop(std::mem::take(&mut inherited));
             }))
             .map_or(1, |()| 0);
             // SAFETY: ends the child without running the parent's test harness teardown.
@@ -46,6 +50,8 @@ fn children_made_by_fork_share_an_anonymous_set() {
             "child failed"
         );
     }
+    let mut adv = adv.unwrap();
+    assert!(parent.advancer().unwrap_err().is_busy(), "still the owner");
     adv.advance_to(5);
     let mut fired = Vec::new();
     adv.turn(|p| fired.push(p));

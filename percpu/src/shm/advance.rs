@@ -339,6 +339,13 @@ impl Advancer {
 
 impl Drop for Advancer {
     fn drop(&mut self) {
+        if !self.client.in_maker() {
+            // A copy inherited across `fork`: the owner is the parent, and the helper thread
+            // exists only there. Leave both alone.
+            #[cfg(not(loom))]
+            std::mem::forget(self.waker.take());
+            return;
+        }
         #[cfg(not(loom))]
         drop(self.waker.take());
         if self.crashed {

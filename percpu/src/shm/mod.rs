@@ -440,7 +440,8 @@ impl Segment {
 
     /// Attaches the calling process: registers it (pid and start time) in the set so that the
     /// owner notices if it dies, and returns the handle through which it schedules and cancels.
-    /// After `fork`, a child attaches for itself rather than use the parent's client.
+    /// After `fork`, a child attaches for itself rather than use the parent's client (a copy
+    /// dropped in the child leaves the parent's registration alone).
     pub fn attach(&self) -> Result<Client, Error> {
         self.attach_ident(proc::current()?)
     }
@@ -480,6 +481,7 @@ impl Segment {
             segment: self.clone(),
             me,
             record: Some(record),
+            maker: std::process::id(),
         })
     }
 
@@ -546,6 +548,9 @@ pub struct Client {
     segment: Segment,
     me: Ident,
     record: Option<usize>,
+    /// The OS process that made this value: a copy left in a child by `fork` is not it, and its
+    /// drop must not undo the parent's registration or ownership.
+    maker: u32,
 }
 
 impl fmt::Debug for Client {
@@ -559,7 +564,7 @@ impl fmt::Debug for Client {
 
 impl Drop for Client {
     fn drop(&mut self) {
-        if let Some(i) = self.record {
+        if let Some(i) = self.record.filter(|_| self.in_maker()) {
             self.segment.view().unregister(i, self.me.word());
         }
     }
@@ -572,7 +577,13 @@ impl Client {
             segment: self.segment.clone(),
             me: self.me,
             record: None,
+            maker: self.maker,
         }
+    }
+
+    /// False in a child made by `fork` that inherited this value.
+    pub(crate) fn in_maker(&self) -> bool {
+        std::process::id() == self.maker
     }
 
     fn view(&self) -> View<'_> {
