@@ -112,6 +112,7 @@ const fn round_up(n: usize, to: usize) -> usize {
 
 /// Mode and levels of the wheel, tick and capacity: fixed when a set is created.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Geometry {
     /// Wheel mode of the advancing process's index.
     pub mode: Mode,

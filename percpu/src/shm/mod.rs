@@ -37,8 +37,9 @@
 //! - **advance** (the owner only): take the dirty bits, reconcile each marked slot against a
 //!   private [`tickwheel::Wheel`] used as an index over the slots (`PENDING` not indexed →
 //!   insert; `CANCELLED` → remove, free), then fire what is due: CAS `PENDING(g)` →
-//!   `FIRING(g)`, hand the payload to the handler, CAS `FIRING(g)` → `FREE(g+1)` and push the
-//!   slot on the free stack. Only the owner frees, so a slot is never on the stack twice.
+//!   `FIRING(g)`, hand the payload to the handler, CAS `FIRING(g)` → `FREE(g+1)`. The slots a
+//!   turn frees are chained privately and pushed on the free stack with one CAS at its end. Only
+//!   the owner frees, so a slot is never on the stack twice.
 //!
 //! Cancel against fire is the per-core protocol unchanged, between processes:
 //!
@@ -63,7 +64,7 @@
 //! | canceller: CAS and dirty bit                  | `CANCELLED` slot still indexed     | the owner frees it when its deadline comes (fire CAS fails) or in recovery |
 //! | owner: anywhere                               | owner word names a dead process    | takeover: one CAS, then a full scan rebuilds the index |
 //! | owner: fire CAS and handler's end             | `FIRING(g)` slot                   | the next owner frees it and hands its payload over as *interrupted* ([`Advancer::take_interrupted`]): it may or may not have been handled |
-//! | owner: freeing CAS and stack push             | `FREE` slot on no stack            | recovery scan |
+//! | owner: freeing CAS and the turn's stack push  | `FREE` slots on no stack           | recovery scan: re-issued |
 //!
 //! Recovery runs when a process takes over advancing, when the owner sees a registered process
 //! gone (it looks every 100 ms of `CLOCK_MONOTONIC` while it turns), and on demand

@@ -20,8 +20,8 @@
 //! | `HELD(g, p)` → `FREE(g+1)`     | owner in recovery, `p` dead     | CAS   |
 //! | `FREE(g)` → `FREE(g+1)`        | owner in recovery, slot on no stack | CAS |
 //!
-//! Only the owner frees, and only the owner pushes on the free stack, so a slot is on the free
-//! stack at most once. A handle carries `g`; its CAS can only match the arming it was made for.
+//! Only the owner frees, and only the owner pushes on the free stack (a turn's freed slots as one
+//! chain, one CAS), so a slot is on the free stack at most once. A handle carries `g`; its CAS can only match the arming it was made for.
 //!
 //! # Free stack: pop is one CAS, pushes come from one process
 //!
