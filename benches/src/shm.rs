@@ -3,9 +3,10 @@
 //! mapping and guarded by a process-shared, robust `pthread_mutex`.
 //!
 //! # Model
-//! `tickwheel-benches shm [--pairs N] [--live N] [--reps N]` forks two worker processes per
-//! repetition and design, pins them to cores 0 and 1, and starts them together through a spin
-//! barrier in shared memory. Each keeps a ring of `live` timers (deadlines 1 to 61 s out on a
+//! `tickwheel-benches shm [--pairs N] [--live N] [--reps N] [--processes 1|2]` forks two worker
+//! processes per repetition and design, pins them to cores 0 and 1, and starts them together
+//! through a spin barrier in shared memory (with `--processes 1` the second only starts and
+//! leaves, which gives each design's cost without contention). Each keeps a ring of `live` timers (deadlines 1 to 61 s out on a
 //! manual clock that stays at 0, so nothing fires) and does `pairs` iterations of "schedule one,
 //! cancel the oldest". Worker 0 also advances: every 64 iterations it turns the set (the lock-free
 //! design: applies both workers' schedules and cancels to its index and frees cancelled slots;
@@ -56,6 +57,9 @@ pub struct Plan {
     pub live: usize,
     /// Repetitions of each design.
     pub reps: usize,
+    /// Processes that schedule and cancel: 2, or 1 for the cost without contention (the second
+    /// worker then only starts and leaves).
+    pub processes: usize,
 }
 
 impl Default for Plan {
@@ -64,6 +68,7 @@ impl Default for Plan {
             pairs: 2_000_000,
             live: 10_000,
             reps: 5,
+            processes: 2,
         }
     }
 }
@@ -364,6 +369,10 @@ pub fn run_once(design: Design, plan: Plan) -> (f64, u64) {
             let segment = Segment::anonymous(&Config::new(capacity).manual_clock())
                 .expect("shared timer set");
             two_workers(|worker, shared| {
+                if worker >= plan.processes {
+                    shared.word(6).store(1, Ordering::Release);
+                    return 0;
+                }
                 let client = segment.attach().expect("attach");
                 let mut adv = (worker == 0).then(|| client.advancer().expect("advancer"));
                 let mut rng = SplitMix64::new(worker as u64 + 1);
@@ -410,6 +419,9 @@ pub fn run_once(design: Design, plan: Plan) -> (f64, u64) {
         Design::Mutex => {
             let wheel = LockedWheel::new(capacity);
             two_workers(|worker, _| {
+                if worker >= plan.processes {
+                    return 0;
+                }
                 let mut rng = SplitMix64::new(worker as u64 + 1);
                 let mut ring = VecDeque::with_capacity(plan.live + 1);
                 let mut full = 0;
@@ -431,7 +443,7 @@ pub fn run_once(design: Design, plan: Plan) -> (f64, u64) {
         }
     };
     let slower = secs[0].max(secs[1]);
-    ((2 * plan.pairs) as f64 / slower, full)
+    ((plan.processes as u64 * plan.pairs) as f64 / slower, full)
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -455,9 +467,9 @@ pub fn run(plan: Plan) -> String {
         }
     }
     let mut out = format!(
-        "### shm: 2 processes, schedule + cancel, {} live timers each, {} pairs each, {} reps\n\n\
+        "### shm: {} process(es), schedule + cancel, {} live timers each, {} pairs each, {} reps\n\n\
          | design | median Mpairs/s | runs (Mpairs/s) | schedules that found the set full |\n|---|---:|---|---:|\n",
-        plan.live, plan.pairs, plan.reps
+        plan.processes, plan.live, plan.pairs, plan.reps
     );
     let mut medians = Vec::new();
     for (d, design) in designs.iter().enumerate() {
@@ -479,7 +491,7 @@ pub fn run(plan: Plan) -> String {
     out
 }
 
-/// Parses `--pairs N --live N --reps N` after the `shm` subcommand.
+/// Parses `--pairs N --live N --reps N --processes 1|2` after the `shm` subcommand.
 pub fn parse(args: &[String]) -> Result<Plan, String> {
     let mut plan = Plan::default();
     let mut it = args.iter();
@@ -492,6 +504,7 @@ pub fn parse(args: &[String]) -> Result<Plan, String> {
             "--pairs" => plan.pairs = value("--pairs")?.max(1),
             "--live" => plan.live = value("--live")?.max(1) as usize,
             "--reps" => plan.reps = value("--reps")?.max(1) as usize,
+            "--processes" => plan.processes = value("--processes")?.clamp(1, 2) as usize,
             other => {
                 return Err(format!(
                     "unknown shm argument {other:?}; try --pairs N, --live N, --reps N"
