@@ -40,7 +40,8 @@ pub enum Error {
         /// That process.
         owner_pid: u32,
     },
-    /// Every record of the process registry is taken by a live process.
+    /// Every record of the process registry is taken (1024 records; the owner clears the records
+    /// of dead processes when it looks for them, every 100 ms while it turns).
     RegistryFull,
     /// A system call failed.
     Io(io::Error),
