@@ -22,6 +22,7 @@ pub mod peers;
 pub mod percore;
 pub mod report;
 pub mod rng;
+pub mod shm;
 pub mod workload;
 
 pub use peers::{Kind, Timers};

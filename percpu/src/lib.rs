@@ -5,7 +5,8 @@
 //! which uses only atomics and two lock-free stacks per base that can never be full: no mutex, no
 //! rwlock, no spin lock, and no waiting for another thread on any cross-core path. Each base exposes one fd that any epoll/mio loop can register ([`Base::fd`]), and one call
 //! ([`Base::turn`]) that does its work. [`Runtime`] runs the default loop on pinned threads for
-//! users who have no loop of their own.
+//! users who have no loop of their own. [`shm`] puts one timer set in shared memory for several
+//! processes.
 //!
 //! ```
 //! use std::time::Duration;
@@ -95,6 +96,7 @@ pub mod protocol;
 mod remote;
 pub mod runtime;
 mod shared;
+pub mod shm;
 mod stats;
 mod sync;
 mod sys;

@@ -1,4 +1,5 @@
-//! The syscalls the driver needs, each wrapped once.
+//! The syscalls the driver needs, each wrapped once, and those of `shm` (shared mappings, files,
+//! process liveness, futexes).
 //!
 //! Every wrapper turns a `-1` return into `io::Error::last_os_error()` through [`cvt`] (the
 //! pattern mio uses), takes and returns owned or borrowed fds, and carries the `// SAFETY:`
@@ -126,6 +127,154 @@ pub(crate) fn epoll_wait(epoll: BorrowedFd<'_>, timeout_ms: i32) -> io::Result<u
         Ok(n) => Ok(n as usize),
         Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(0),
         Err(e) => Err(e),
+    }
+}
+
+// ---- Shared memory, files and processes (for `shm`) ----
+
+#[cfg_attr(loom, allow(dead_code, reason = "loom builds keep a set in a vector"))]
+/// A `MAP_SHARED` read-write mapping of `len` bytes: of `fd` from offset 0, or anonymous (shared
+/// with children across `fork`) for `None`. Returns the base address.
+pub(crate) fn mmap_shared(fd: Option<BorrowedFd<'_>>, len: usize) -> io::Result<*mut u8> {
+    let (flags, raw) = match fd {
+        Some(fd) => (libc::MAP_SHARED, fd.as_raw_fd()),
+        None => (libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1),
+    };
+    // SAFETY: a fresh mapping at an address the kernel chooses; no existing memory is touched.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            flags,
+            raw,
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ptr.cast())
+    }
+}
+
+#[cfg_attr(loom, allow(dead_code, reason = "loom builds keep a set in a vector"))]
+/// Unmaps a mapping made by [`mmap_shared`].
+///
+/// # Safety
+/// `ptr`/`len` are exactly one mapping returned by [`mmap_shared`], and nothing refers to its
+/// memory any more.
+pub(crate) unsafe fn munmap(ptr: *mut u8, len: usize) -> io::Result<()> {
+    // SAFETY: the caller guarantees the range is one live mapping nobody uses any more.
+    cvt(unsafe { libc::munmap(ptr.cast(), len) })?;
+    Ok(())
+}
+
+#[cfg_attr(loom, allow(dead_code, reason = "loom builds keep a set in a vector"))]
+/// Writes a mapping's dirty pages back to its file and waits (`msync(MS_SYNC)`).
+///
+/// # Safety
+/// `ptr`/`len` lie inside one live mapping.
+pub(crate) unsafe fn msync(ptr: *mut u8, len: usize) -> io::Result<()> {
+    // SAFETY: the caller guarantees the range is mapped; msync reads no memory of ours.
+    cvt(unsafe { libc::msync(ptr.cast(), len, libc::MS_SYNC) })?;
+    Ok(())
+}
+
+/// A close-on-exec memfd named `name` (the name only shows in `/proc/<pid>/fd`).
+pub(crate) fn memfd_create(name: &std::ffi::CStr) -> io::Result<OwnedFd> {
+    // SAFETY: `name` is a valid NUL-terminated string for the duration of the call.
+    let fd = cvt(unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) })?;
+    // SAFETY: `fd` was just returned by the kernel and is owned by no one else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Sets the size of the file behind `fd`.
+pub(crate) fn ftruncate(fd: BorrowedFd<'_>, len: u64) -> io::Result<()> {
+    let len = libc::off_t::try_from(len)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "size too large"))?;
+    // SAFETY: plain syscall on a live fd; no pointers.
+    cvt(unsafe { libc::ftruncate(fd.as_raw_fd(), len) })?;
+    Ok(())
+}
+
+/// The size in bytes of the file behind `fd` (`fstat`).
+pub(crate) fn file_size(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    // SAFETY: all-zero is a valid `stat` value (plain integers).
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a writable stat buffer for the call; `fd` is a live fd.
+    cvt(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
+    Ok(st.st_size as u64)
+}
+
+/// Creates `path` read-write with `O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC` and permission
+/// bits `mode` (before the umask): fails if anything, a symlink included, is already there.
+pub(crate) fn open_create_excl(path: &std::ffi::CStr, mode: u32) -> io::Result<OwnedFd> {
+    let flags = libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: `path` is NUL-terminated and lives for the call; the mode is passed as the variadic
+    // argument O_CREAT requires.
+    let fd = cvt(unsafe { libc::open(path.as_ptr(), flags, mode as libc::c_uint) })?;
+    // SAFETY: `fd` was just returned by the kernel and is owned by no one else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Opens an existing `path` read-write with `O_NOFOLLOW | O_CLOEXEC`.
+pub(crate) fn open_existing(path: &std::ffi::CStr) -> io::Result<OwnedFd> {
+    let flags = libc::O_RDWR | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: `path` is NUL-terminated and lives for the call.
+    let fd = cvt(unsafe { libc::open(path.as_ptr(), flags) })?;
+    // SAFETY: `fd` was just returned by the kernel and is owned by no one else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// True unless `kill(pid, 0)` says there is no such process (`ESRCH`). A process we may not
+/// signal (`EPERM`) exists.
+pub(crate) fn process_exists(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks for existence and permission; nothing is delivered.
+    let ret = unsafe { libc::kill(pid, 0) };
+    ret == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+#[cfg_attr(
+    loom,
+    allow(dead_code, reason = "loom models have no kernel to sleep in")
+)]
+/// `FUTEX_WAIT` (process-shared: no `FUTEX_PRIVATE_FLAG`) on the 32-bit word at `addr` while it
+/// holds `expected`, for at most `timeout_ns` (`None`: no limit). Returns when woken, on a
+/// timeout, on a signal, or at once if the word differs.
+///
+/// # Safety
+/// `addr` is 4-byte aligned and stays mapped for the call.
+pub(crate) unsafe fn futex_wait(addr: *const u32, expected: u32, timeout_ns: Option<u64>) {
+    let ts = timeout_ns.map(ns_to_timespec);
+    let ts_ptr = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: the caller guarantees `addr` is a mapped, aligned word; `ts_ptr` is null or points
+    // at a live timespec. Errors (EAGAIN, ETIMEDOUT, EINTR) all mean "look again".
+    unsafe {
+        libc::syscall(libc::SYS_futex, addr, libc::FUTEX_WAIT, expected, ts_ptr);
+    }
+}
+
+#[cfg_attr(
+    loom,
+    allow(dead_code, reason = "loom models have no kernel to sleep in")
+)]
+/// `FUTEX_WAKE` (process-shared) of up to `n` waiters on the 32-bit word at `addr`.
+///
+/// # Safety
+/// `addr` is 4-byte aligned and stays mapped for the call.
+pub(crate) unsafe fn futex_wake(addr: *const u32, n: i32) {
+    // SAFETY: the caller guarantees `addr` is a mapped, aligned word; FUTEX_WAKE reads nothing else.
+    unsafe {
+        libc::syscall(libc::SYS_futex, addr, libc::FUTEX_WAKE, n);
     }
 }
 

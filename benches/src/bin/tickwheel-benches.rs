@@ -5,6 +5,8 @@
 //! of them alike, checks that they agree on every checksum, measures bytes per timer in a fresh
 //! process per structure (`tickwheel-benches mem KIND N SEED`), then prints Markdown tables and the
 //! target ratios and writes `summary.csv` and one SVG chart per workload into the output folder.
+//! `tickwheel-benches shm [--pairs N] [--live N] [--reps N]` runs only the cross-process section
+//! (see `tickwheel_benches::shm`).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -183,6 +185,12 @@ fn main() {
     if args.get(1).map(String::as_str) == Some("keepalive") {
         let report = one_keepalive_run(&args[2..]).unwrap_or_else(|e| die(&e));
         println!("{report}");
+        return;
+    }
+    if args.get(1).map(String::as_str) == Some("shm") {
+        // Forks worker processes: runs before this process starts any thread.
+        let plan = tickwheel_benches::shm::parse(&args[2..]).unwrap_or_else(|e| die(&e));
+        print!("{}", tickwheel_benches::shm::run(plan));
         return;
     }
     let plan = parse_args().unwrap_or_else(|e| die(&e));

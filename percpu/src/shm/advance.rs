@@ -1,0 +1,505 @@
+//! The owner's side: claim advancing, keep the private index, reconcile, fire, recover, sleep.
+//!
+//! The owner's [`Wheel`] is an index over the shared slots, never the truth: it holds slot
+//! numbers, and every decision is made by a CAS on the slot's state word. So the index can be
+//! thrown away at any time (the owner's death throws it away) and rebuilt by scanning the slots;
+//! that is what a takeover does. `index[s]` is the wheel id of slot `s` plus one (0: not indexed);
+//! only the owner frees a slot, so while `index[s]` is set the slot keeps the generation it was
+//! indexed at.
+
+use std::fmt;
+#[cfg(not(loom))]
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+
+use tickwheel::{TimerId, Wheel};
+
+use super::layout;
+use super::table::{Freed, Tag, View, pack, split_holder, split_ident_word, unpack};
+use super::{Client, Error};
+use crate::sync::{Ordering, fence};
+
+/// How often (of `CLOCK_MONOTONIC`) the owner looks for dead processes while it turns.
+#[cfg(not(loom))]
+const LIVENESS_NS: u64 = 100_000_000;
+
+/// What a recovery found and repaired.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Recovery {
+    /// Slots scanned (every slot ever used).
+    pub scanned: usize,
+    /// Armed slots added to the index (found by the scan rather than by their dirty bit).
+    pub indexed: usize,
+    /// Lost slots freed: popped, held or half-freed by a dead process.
+    pub reclaimed: usize,
+    /// Fires a dead owner began; their payloads wait in [`Advancer::take_interrupted`].
+    pub interrupted: usize,
+}
+
+/// The one process that advances a set: applies schedules and cancels, fires due timers, and
+/// repairs what dead processes left. Made by [`Client::advancer`]; dropping it gives advancing
+/// up (another process may then claim it).
+pub struct Advancer {
+    client: Client,
+    wheel: Wheel<u32>,
+    index: Vec<u64>,
+    interrupted: Vec<u64>,
+    /// What the last look at the marks before sleeping found (see `publish_sleep`).
+    marks_before_sleep: bool,
+    /// Set by `crash`: drop as a killed owner would leave the set (still owned).
+    crashed: bool,
+    /// Reused buffers of a turn: the marked slots and their state words.
+    marked: Vec<(u32, u64)>,
+    #[cfg(not(loom))]
+    waker: Option<Waker>,
+    #[cfg(not(loom))]
+    last_liveness: u64,
+}
+
+impl fmt::Debug for Advancer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Advancer")
+            .field("pid", &self.client.me.pid)
+            .field("indexed", &self.wheel.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Advancer {
+    pub(super) fn claim(client: Client) -> Result<Advancer, Error> {
+        let me = client.me.word();
+        let inner = &client.segment.inner;
+        let v = client.view();
+        loop {
+            let cur = v.owner();
+            if cur == 0 {
+                if v.swap_owner(0, me).is_ok() {
+                    break;
+                }
+                continue;
+            }
+            let (pid, start) = split_ident_word(cur);
+            if cur == me || inner.liveness.alive(pid, start, 32) {
+                return Err(Error::Busy { owner_pid: pid });
+            }
+            if v.swap_owner(cur, me).is_ok() {
+                v.count(layout::W_TAKEOVERS, 1);
+                break;
+            }
+        }
+        let g = inner.geometry;
+        let wheel = Wheel::builder(g.mode)
+            .levels(g.levels)
+            .start(client.now())
+            .build()
+            .map_err(|_| Error::BadHeader("wheel geometry rejected"))?;
+        let mut advancer = Advancer {
+            index: vec![0; g.capacity],
+            wheel,
+            interrupted: Vec::new(),
+            marks_before_sleep: false,
+            crashed: false,
+            marked: Vec::new(),
+            #[cfg(not(loom))]
+            waker: None,
+            #[cfg(not(loom))]
+            last_liveness: super::monotonic_ns(),
+            client,
+        };
+        advancer.recover();
+        Ok(advancer)
+    }
+
+    /// The client this advancer schedules and cancels through like any other process.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Moves a manual clock to `tick` (never back). False, and nothing done, on a set that
+    /// follows `CLOCK_MONOTONIC`.
+    pub fn advance_to(&mut self, tick: u64) -> bool {
+        if self.client.segment.inner.geometry.tick.is_some() {
+            return false;
+        }
+        // Relaxed: read back by this process's own turn; others only display it.
+        self.client
+            .view()
+            .word(layout::W_CLOCK)
+            .fetch_max(tick, Ordering::Relaxed);
+        true
+    }
+
+    /// Applies every schedule and cancel made since the last turn, then hands each due payload
+    /// to `handler` in fire order. Returns how many fired.
+    pub fn turn(&mut self, mut handler: impl FnMut(u64)) -> usize {
+        let v = self.client.view();
+        // Relaxed: only a hint to schedulers that the owner is awake and will look at the marks;
+        // publish_sleep orders the final value with a fence.
+        v.word(layout::W_NEXT_WAKE).store(0, Ordering::Relaxed);
+        #[cfg(not(loom))]
+        if let Some(w) = &self.waker {
+            w.drain();
+        }
+        self.check_liveness();
+        let Advancer {
+            client,
+            wheel,
+            index,
+            marked,
+            ..
+        } = self;
+        let v = client.view();
+        // Two passes: first every marked slot's state (independent loads, so their cache misses
+        // overlap), then the reconciling, which finds each slot's line in the cache.
+        marked.clear();
+        v.take_marks(|s| marked.push((s, 0)));
+        for (s, word) in marked.iter_mut() {
+            // Acquire: pairs with the scheduler's Release store of PENDING (its deadline is
+            // visible); a cancel that lands after this load sends its own mark.
+            *word = v.state(*s).load(Ordering::Acquire);
+        }
+        let mut freed = Freed::default();
+        for &(s, word) in marked.iter() {
+            reconcile(&v, wheel, index, s, word, &mut freed);
+        }
+        let now = client.now();
+        let mut fired = 0;
+        while let Some((_, slot)) = wheel.poll(now) {
+            index[slot as usize] = 0;
+            if fire(&v, slot, &mut handler, &mut freed) {
+                fired += 1;
+            }
+        }
+        v.push_freed(&mut freed);
+        self.publish_sleep();
+        fired
+    }
+
+    /// Scans every slot ever used and repairs what dead processes left (see the module table in
+    /// `shm`): O(slots used). Runs by itself at takeover and when a registered process is seen
+    /// dead; call it after reaping a child you killed to repair at once.
+    pub fn recover(&mut self) -> Recovery {
+        let Advancer {
+            client,
+            wheel,
+            index,
+            interrupted,
+            ..
+        } = self;
+        let v = client.view();
+        let liveness = &client.segment.inner.liveness;
+        v.sweep_marks();
+        let on_stack = v.walk_free();
+        let mut r = Recovery {
+            scanned: v.used(),
+            ..Recovery::default()
+        };
+        for s in 0..r.scanned as u32 {
+            // Acquire: see the contents the last writer of the state published.
+            let word = v.state(s).load(Ordering::Acquire);
+            let (_, tag, holder) = unpack(word);
+            match tag {
+                Tag::Free if on_stack[s as usize / 64] >> (s % 64) & 1 == 0 => {
+                    // Popped by a process that died before claiming it, or freed by a dead owner
+                    // that did not push it. A live popper's claim (expecting `g`) fails after this.
+                    if v.free(s, word) {
+                        r.reclaimed += 1;
+                    }
+                }
+                Tag::Held => {
+                    let (pid, start) = split_holder(holder);
+                    if !liveness.alive(pid, start, 7) && v.free(s, word) {
+                        r.reclaimed += 1;
+                    }
+                }
+                Tag::Pending | Tag::Cancelled => {
+                    if tag == Tag::Pending && index[s as usize] == 0 {
+                        r.indexed += 1;
+                    }
+                    let mut freed = Freed::default();
+                    reconcile(&v, wheel, index, s, word, &mut freed);
+                    v.push_freed(&mut freed);
+                }
+                Tag::Firing => {
+                    let (_, payload) = v.contents(s);
+                    if v.free(s, word) {
+                        interrupted.push(payload);
+                        r.interrupted += 1;
+                    }
+                }
+                Tag::Free | Tag::Corrupt => {}
+            }
+        }
+        v.count(layout::W_RECLAIMED, r.reclaimed as u64);
+        v.count(layout::W_INTERRUPTED, r.interrupted as u64);
+        r
+    }
+
+    /// Payloads whose fire a dead owner had begun and not finished: each may or may not have
+    /// been handled there. A handler that records idempotently can simply handle them again.
+    pub fn take_interrupted(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.interrupted)
+    }
+
+    /// The earliest tick at which something may be due in the index (`None`: nothing indexed).
+    pub fn next_expiry(&self) -> Option<u64> {
+        self.wheel.next_expiry()
+    }
+
+    /// True if the last turn ended by finding marks that arrived after it took them (its fd is
+    /// then left readable, so the loop turns again at once). For models of the wake protocol.
+    #[doc(hidden)]
+    pub fn marks_before_sleep(&self) -> bool {
+        self.marks_before_sleep
+    }
+
+    /// Drops the advancer as a killed owner would leave the set: the owner word still names
+    /// this process. For tests and models only.
+    #[doc(hidden)]
+    pub fn crash(mut self) {
+        self.crashed = true;
+    }
+
+    /// Timers in the owner's index (armed and applied, not yet fired or cancelled).
+    pub fn indexed(&self) -> usize {
+        self.wheel.len()
+    }
+
+    /// An epoll fd that polls readable when [`turn`](Advancer::turn) has work: a timer is due, a
+    /// schedule earlier than the next expiry arrived, or it is time to look for dead processes.
+    /// Register it (level-triggered) in any event loop and call `turn` when it is readable.
+    /// The first call starts the helper thread that turns futex wakes into eventfd writes.
+    #[cfg(not(loom))]
+    pub fn fd(&mut self) -> Result<BorrowedFd<'_>, Error> {
+        if self.waker.is_none() {
+            self.waker = Some(Waker::new(&self.client)?);
+            self.publish_sleep();
+        }
+        Ok(self.waker.as_ref().expect("just made").epoll.as_fd())
+    }
+
+    /// Blocks until the fd is readable or `timeout_ms` passes (-1: no limit). For loops that
+    /// have nothing else to wait on.
+    #[cfg(not(loom))]
+    pub fn wait(&mut self, timeout_ms: i32) -> Result<(), Error> {
+        self.fd()?;
+        let epoll = self.waker.as_ref().expect("made by fd").epoll.as_fd();
+        crate::sys::epoll_wait(epoll, timeout_ms)?;
+        Ok(())
+    }
+
+    #[cfg(not(loom))]
+    fn check_liveness(&mut self) {
+        let now = super::monotonic_ns();
+        if now.saturating_sub(self.last_liveness) < LIVENESS_NS {
+            return;
+        }
+        self.last_liveness = now;
+        let v = self.client.view();
+        let liveness = &self.client.segment.inner.liveness;
+        let mut dead = false;
+        for (i, word) in v.registered() {
+            let (pid, start) = split_ident_word(word);
+            if !liveness.alive(pid, start, 32) && v.unregister(i, word) {
+                dead = true;
+            }
+        }
+        if dead {
+            self.recover();
+        }
+    }
+
+    /// Under loom, recovery is only run by hand (the clock is not part of the model).
+    #[cfg(loom)]
+    fn check_liveness(&mut self) {}
+
+    /// Publishes the tick the owner sleeps until, then looks at the marks once more. Returns
+    /// true (and leaves the fd readable) if a mark arrived meanwhile.
+    fn publish_sleep(&mut self) -> bool {
+        let v = self.client.view();
+        let until = self.wheel.next_expiry().unwrap_or(u64::MAX);
+        // Relaxed: ordered by the fence below.
+        v.word(layout::W_NEXT_WAKE).store(until, Ordering::Relaxed);
+        // SeqCst fence: with the scheduler's fence between its mark and its load of this word,
+        // either it reads `until` (and wakes us if earlier) or we see its mark below.
+        fence(Ordering::SeqCst);
+        let pending = v.any_marks();
+        self.marks_before_sleep = pending;
+        #[cfg(not(loom))]
+        if let Some(w) = &self.waker {
+            let _ = if pending {
+                crate::sys::eventfd_kick(w.event.as_fd())
+            } else {
+                w.arm(&self.client, until)
+            };
+        }
+        pending
+    }
+}
+
+impl Drop for Advancer {
+    fn drop(&mut self) {
+        if !self.client.in_maker() {
+            // A copy inherited across `fork`: the owner is the parent, and the helper thread
+            // exists only there. Leave both alone.
+            #[cfg(not(loom))]
+            std::mem::forget(self.waker.take());
+            return;
+        }
+        #[cfg(not(loom))]
+        drop(self.waker.take());
+        if self.crashed {
+            return;
+        }
+        let v = self.client.view();
+        // Relaxed: no owner, nobody to wake; a new owner publishes its own value.
+        v.word(layout::W_NEXT_WAKE).store(0, Ordering::Relaxed);
+        let _ = v.swap_owner(self.client.me.word(), 0);
+    }
+}
+
+/// Brings slot `s`, whose state word was `word`, and the index into agreement (after a mark, or
+/// during recovery). Freed slots go into `freed`.
+fn reconcile(
+    v: &View<'_>,
+    wheel: &mut Wheel<u32>,
+    index: &mut [u64],
+    s: u32,
+    word: u64,
+    freed: &mut Freed,
+) {
+    match unpack(word).1 {
+        Tag::Pending if index[s as usize] == 0 => {
+            let (deadline, _) = v.contents(s);
+            let Ok(id) = wheel.insert(deadline, s) else {
+                unreachable!("the owner's wheel is unbounded");
+            };
+            index[s as usize] = id.to_bits() + 1;
+        }
+        Tag::Cancelled => {
+            let id = std::mem::take(&mut index[s as usize]);
+            if id != 0 {
+                wheel.cancel(TimerId::from_bits(id - 1));
+            }
+            v.retire(s, word, freed);
+        }
+        _ => {}
+    }
+}
+
+/// Fires slot `s`, which the wheel says is due: true if the handler ran.
+fn fire(v: &View<'_>, s: u32, handler: &mut impl FnMut(u64), freed: &mut Freed) -> bool {
+    // Relaxed: the generation is only compared by the CAS, which reads the latest value anyway.
+    let (g, _, _) = unpack(v.state(s).load(Ordering::Relaxed));
+    match v.start_fire(s, g) {
+        Ok(payload) => {
+            v.count(layout::W_FIRED, 1);
+            handler(payload);
+            v.retire(s, pack(g, Tag::Firing, 0), freed);
+            true
+        }
+        Err(word) => {
+            if unpack(word).1 == Tag::Cancelled {
+                v.retire(s, word, freed);
+            }
+            false
+        }
+    }
+}
+
+/// The owner's fd: epoll over a timerfd (next expiry) and an eventfd (wakes), and the helper
+/// thread that turns futex wakes of the set's wake word into eventfd writes.
+#[cfg(not(loom))]
+struct Waker {
+    epoll: OwnedFd,
+    timer: OwnedFd,
+    event: std::sync::Arc<OwnedFd>,
+    stop: std::sync::Arc<crate::sync::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    segment: super::Segment,
+}
+
+#[cfg(not(loom))]
+impl Waker {
+    fn new(client: &Client) -> Result<Waker, Error> {
+        use crate::sys;
+        let epoll = sys::epoll_create()?;
+        let timer = sys::timerfd_create(libc::CLOCK_MONOTONIC)?;
+        let event = std::sync::Arc::new(sys::eventfd()?);
+        sys::epoll_add(epoll.as_fd(), timer.as_raw_fd(), 0)?;
+        sys::epoll_add(epoll.as_fd(), event.as_raw_fd(), 1)?;
+        let stop = std::sync::Arc::new(crate::sync::AtomicBool::new(false));
+        let segment = client.segment.clone();
+        let (seg2, event2, stop2) = (segment.clone(), event.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("tickwheel-shm-wake".into())
+            .spawn(move || forward_wakes(&seg2, &event2, &stop2))?;
+        Ok(Waker {
+            epoll,
+            timer,
+            event,
+            stop,
+            thread: Some(thread),
+            segment,
+        })
+    }
+
+    fn drain(&self) {
+        let _ = crate::sys::eventfd_take(self.event.as_fd());
+    }
+
+    /// Arms the timerfd at tick `until`, or at the next liveness look if sooner.
+    fn arm(&self, client: &Client, until: u64) -> std::io::Result<()> {
+        let now = super::monotonic_ns();
+        let cap = now.saturating_add(LIVENESS_NS);
+        let at = match client.segment.inner.geometry.tick {
+            Some(tick) => until.saturating_mul(tick.as_nanos() as u64).min(cap),
+            None => cap,
+        };
+        crate::sys::timerfd_set_abs(self.timer.as_fd(), Some(at))?;
+        // Setting the time already clears a pending expiration; reading (a timerfd reads like an
+        // eventfd: one u64 counter, nothing to read is fine) makes sure of it.
+        crate::sys::eventfd_take(self.timer.as_fd())?;
+        Ok(())
+    }
+}
+
+#[cfg(not(loom))]
+fn forward_wakes(segment: &super::Segment, event: &OwnedFd, stop: &crate::sync::AtomicBool) {
+    let word = segment.view().word(layout::W_WAKE);
+    let addr = segment.inner.memory.futex_addr(layout::W_WAKE);
+    // Acquire: pairs with the schedulers' Release increments.
+    let mut seen = word.load(Ordering::Acquire);
+    // Acquire: pairs with Drop's Release store.
+    while !stop.load(Ordering::Acquire) {
+        // SAFETY: the word is in the mapping `segment` keeps alive, 4-byte aligned. The 1 s
+        // timeout only bounds how long a lost wake could go unnoticed; none is expected.
+        unsafe { crate::sys::futex_wait(addr, seen as u32, Some(1_000_000_000)) };
+        let now = word.load(Ordering::Acquire);
+        if now != seen {
+            seen = now;
+            let _ = crate::sys::eventfd_kick(event.as_fd());
+        }
+    }
+}
+
+#[cfg(not(loom))]
+impl Drop for Waker {
+    fn drop(&mut self) {
+        // Release: the helper's Acquire load sees it after the wake below.
+        self.stop.store(true, Ordering::Release);
+        let v = self.segment.view();
+        // Release: moves the word so the helper's FUTEX_WAIT cannot sleep on the old value.
+        v.word(layout::W_WAKE).fetch_add(1, Ordering::Release);
+        // SAFETY: the word is in our live mapping, 4-byte aligned.
+        unsafe {
+            crate::sys::futex_wake(
+                self.segment.inner.memory.futex_addr(layout::W_WAKE),
+                i32::MAX,
+            )
+        };
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

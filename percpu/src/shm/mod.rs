@@ -1,0 +1,799 @@
+//! Timers shared across processes: one timer set in shared memory that any process can schedule
+//! into and cancel from, advanced by one process at a time, with no lock on any path.
+//!
+//! ```
+//! use std::time::Duration;
+//! use tickwheel_percpu::shm::{Config, Segment};
+//!
+//! // Anonymous shared memory survives `fork`; `Segment::memfd` and `Segment::create_file` reach
+//! // unrelated processes. Here one process plays every part.
+//! let segment = Segment::anonymous(&Config::new(1024).manual_clock()).unwrap();
+//! let client = segment.attach().unwrap();
+//! let h = client.schedule_at(10, 7).unwrap();
+//! let _ = client.schedule_at(20, 8).unwrap();
+//! assert!(client.cancel(h)); // true: 7 will never fire
+//! let mut advancer = client.advancer().unwrap();
+//! advancer.advance_to(25);
+//! let mut fired = Vec::new();
+//! advancer.turn(|payload| fired.push(payload));
+//! assert_eq!(fired, [8]);
+//! # let _ = Duration::ZERO;
+//! ```
+//!
+//! # Model
+//!
+//! The authoritative state is in the mapping: a header, a registry of attached processes, and
+//! one 32-byte record per timer slot (state word, deadline, payload, free-stack link). Every step
+//! that crosses processes is one atomic operation on one word, so a process killed at any instant
+//! leaves each word either before or after its step; nothing is ever half-written. The states,
+//! who moves each and how are in the `table` module's doc; in short:
+//!
+//! - **schedule** (any process): pop a free slot (one CAS on a tagged head; slots never used come
+//!   from a bump counter), claim it `FREE(g)` → `HELD(g, me)` (CAS), write deadline and payload,
+//!   store `PENDING(g)`, set the slot's bit in a dirty bitmap. Returns `Handle(set, slot, g)`.
+//! - **cancel** (any process): CAS `PENDING(g)` → `CANCELLED(g)`, then set the dirty bit. The CAS
+//!   is the answer: true means the timer will never fire, with the same meaning as a per-core
+//!   base's cancel.
+//! - **advance** (the owner only): take the dirty bits, reconcile each marked slot against a
+//!   private [`tickwheel::Wheel`] used as an index over the slots (`PENDING` not indexed →
+//!   insert; `CANCELLED` → remove, free), then fire what is due: CAS `PENDING(g)` →
+//!   `FIRING(g)`, hand the payload to the handler, CAS `FIRING(g)` → `FREE(g+1)`. The slots a
+//!   turn frees are chained privately and pushed on the free stack with one CAS at its end. Only
+//!   the owner frees, so a slot is never on the stack twice.
+//!
+//! Cancel against fire is the per-core protocol unchanged, between processes:
+//!
+//! ```text
+//!   process A (owner)                       process B (holds h = (set, s, g))
+//!   turn(): wheel says slot s is due        Client::cancel(h)
+//!   CAS word[s] PENDING(g) -> FIRING(g)     CAS word[s] PENDING(g) -> CANCELLED(g)
+//!          \____________ one of the two CASes comes first ____________/
+//!   A first: handler(payload),              B's CAS fails: false ("fired or firing")
+//!            FIRING(g) -> FREE(g+1)
+//!   B first: A's CAS fails, sees            true ("will never fire"); B sets the dirty bit,
+//!            CANCELLED(g): frees the slot   which is then stale and harmless
+//! ```
+//!
+//! # What a crash at each point does
+//!
+//! | killed process, between ...                  | left behind                        | repaired by |
+//! |-----------------------------------------------|------------------------------------|-------------|
+//! | scheduler: pop and claim                      | `FREE` slot on no stack            | recovery scan: re-issued at `g+1` (a live claimer's CAS then fails and it pops again) |
+//! | scheduler: claim and `PENDING` store          | `HELD(g, dead pid)`                | recovery scan: freed |
+//! | scheduler: `PENDING` store and dirty bit (or between bitmap levels) | armed slot not indexed; a leaf word that swallows later marks | recovery: bitmap swept, slot indexed |
+//! | canceller: CAS and dirty bit                  | `CANCELLED` slot still indexed     | the owner frees it when its deadline comes (fire CAS fails) or in recovery |
+//! | owner: anywhere                               | owner word names a dead process    | takeover: one CAS, then a full scan rebuilds the index |
+//! | owner: fire CAS and handler's end             | `FIRING(g)` slot                   | the next owner frees it and hands its payload over as *interrupted* ([`Advancer::take_interrupted`]): it may or may not have been handled |
+//! | owner: freeing CAS and the turn's stack push  | `FREE` slots on no stack           | recovery scan: re-issued |
+//!
+//! Recovery runs when a process takes over advancing, when the owner sees a registered process
+//! gone (it looks every 100 ms of `CLOCK_MONOTONIC` while it turns), and on demand
+//! ([`Advancer::recover`]). It is O(slots ever used): it sweeps the dirty bitmap, walks the free
+//! stack, and reconciles every slot. Until it runs, a dead scheduler's in-flight timer is late,
+//! never lost, and every other process carries on: nobody waits for anybody.
+//!
+//! Ownership: the owner word holds the owner's pid and start time. [`Client::advancer`] claims it
+//! by CAS when it is zero, or when the process it names is gone (pid missing, a zombie, or a pid
+//! now running a process with another start time: see `proc` for how pid reuse is handled).
+//!
+//! # Waking the owner
+//!
+//! The owner publishes the tick it will sleep until (its next expiry) in the header; a scheduler
+//! whose deadline is earlier bumps a futex word in the mapping and calls `FUTEX_WAKE` (shared,
+//! not `FUTEX_PRIVATE_FLAG`), so most schedules make no system call. [`Advancer::fd`] is an epoll
+//! fd to embed in any event loop: it holds a timerfd armed at the next expiry and an eventfd that
+//! a helper thread of the owner's process writes when the futex word moves. Store-load on both
+//! sides (publish then look at the bitmap; mark then read the published tick) is ordered by SeqCst
+//! fences, so either the scheduler wakes the owner or the owner sees the mark before sleeping.
+//!
+//! # Clocks
+//!
+//! With [`Config::tick`] (default 1 ms) deadlines are ticks of `CLOCK_MONOTONIC`, which every
+//! process on one machine shares: `now()` is the same in all of them, and a handle or deadline can
+//! be passed between them. With [`Config::manual_clock`] the clock is a word in the mapping that
+//! the owner moves ([`Advancer::advance_to`]), for tests and simulations.
+//!
+//! # Memory
+//!
+//! [`HEADER_BYTES`] (9,088) + [`SLOT_BYTES`] (32) per timer + 1/8 byte per timer of bitmap
+//! ([`bytes_for`] gives the exact size); 2^24 timers take 514 MiB. Capacity goes up to 2^31.
+//! Slot pages are touched only once used. The owner also keeps, privately, 8 bytes per slot of
+//! index and the wheel's 32 bytes per pending timer.
+//!
+//! # Given up
+//!
+//! - Deadlines are fixed once scheduled (no reset): a reset would need a second state per slot.
+//! - A wake-up can come late, never be lost for good: a scheduler whose dirty bit lands in a leaf
+//!   word that another process has just made non-zero leaves the upper levels to that process. If
+//!   that process is preempted between its two bitmap writes while the owner decides to sleep, the
+//!   owner sees the first scheduler's timer only at its next wake-up: its next expiry, another
+//!   schedule's wake, or the 100 ms liveness look, whichever is first. Only a timer due before the
+//!   owner's next expiry is affected; the loom model of the wake-up has one scheduler.
+//! - All processes must share one pid namespace (liveness is judged by pid and start time).
+//! - Generations are 32 bits: a handle kept across 2^32 re-uses of its slot could match again.
+//! - A set in a file is shared memory, not a database: after a machine crash its contents are
+//!   whatever pages reached the disk. `sync` narrows that window, nothing closes it.
+
+mod advance;
+mod error;
+mod layout;
+mod map;
+mod proc;
+mod table;
+
+use std::ffi::CString;
+use std::fmt;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use advance::{Advancer, Recovery};
+pub use error::{Error, Full};
+pub use layout::{Geometry, HEADER_BYTES, MAX_CAPACITY, SLOT_BYTES, bytes_for};
+pub use tickwheel::Mode;
+
+use crate::sync::{Arc, Ordering, fence};
+use layout::Layout;
+use map::Memory;
+use proc::Liveness;
+use table::{Ident, View};
+
+/// How a set is made: capacity, wheel geometry, clock, file permissions.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Config {
+    /// Most timers pending at once (1 to 2^31).
+    pub capacity: usize,
+    /// Wheel mode of the owner's index (default Coarse).
+    pub mode: Mode,
+    /// Wheel levels; `None`: the mode's default (Exact 6, Coarse 9).
+    pub levels: Option<usize>,
+    /// Tick of `CLOCK_MONOTONIC` (default 1 ms); `None`: a manual clock moved by the owner.
+    pub tick: Option<Duration>,
+    /// Permission bits of a backing file (default `0o600`, before the umask).
+    pub file_mode: u32,
+}
+
+impl Config {
+    /// `capacity` timers, Coarse, 1 ms ticks of `CLOCK_MONOTONIC`, files mode 0600.
+    pub fn new(capacity: usize) -> Config {
+        Config {
+            capacity,
+            mode: Mode::Coarse,
+            levels: None,
+            tick: Some(Duration::from_millis(1)),
+            file_mode: 0o600,
+        }
+    }
+
+    /// Sets the wheel mode.
+    pub fn mode(mut self, mode: Mode) -> Config {
+        self.mode = mode;
+        self
+    }
+
+    /// Sets the wheel levels.
+    pub fn levels(mut self, levels: usize) -> Config {
+        self.levels = Some(levels);
+        self
+    }
+
+    /// Follows `CLOCK_MONOTONIC` in ticks of `tick`.
+    pub fn tick(mut self, tick: Duration) -> Config {
+        self.tick = Some(tick);
+        self
+    }
+
+    /// Uses a manual clock (a word in the mapping) instead of `CLOCK_MONOTONIC`.
+    pub fn manual_clock(mut self) -> Config {
+        self.tick = None;
+        self
+    }
+
+    /// Sets the permission bits of a backing file.
+    pub fn file_mode(mut self, mode: u32) -> Config {
+        self.file_mode = mode;
+        self
+    }
+
+    fn geometry(&self) -> Result<Geometry, Error> {
+        let g = Geometry {
+            mode: self.mode,
+            levels: self.levels.unwrap_or(match self.mode {
+                Mode::Exact => 6,
+                Mode::Coarse => 9,
+            }),
+            tick: self.tick,
+            capacity: self.capacity,
+        };
+        layout::check_geometry(&g).map_err(Error::InvalidConfig)?;
+        Ok(g)
+    }
+}
+
+/// A mapped timer set. Clones share the mapping; each process makes its own [`Client`] with
+/// [`attach`](Segment::attach).
+#[derive(Clone)]
+pub struct Segment {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    // Field order: the fd and path outlive nothing; the mapping is dropped first.
+    memory: Memory,
+    layout: Layout,
+    geometry: Geometry,
+    set: u64,
+    fd: Option<OwnedFd>,
+    path: Option<PathBuf>,
+    liveness: Liveness,
+}
+
+impl fmt::Debug for Segment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Segment")
+            .field("geometry", &self.inner.geometry)
+            .field("bytes", &self.inner.memory.len())
+            .field("path", &self.inner.path)
+            .finish_non_exhaustive()
+    }
+}
+
+fn random_set_id() -> u64 {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    std::process::id().hash(&mut h);
+    std::time::SystemTime::now().hash(&mut h);
+    h.finish() | 1
+}
+
+fn c_path(path: &Path) -> Result<CString, Error> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| Error::InvalidConfig("path contains a NUL byte"))
+}
+
+impl Segment {
+    /// A set in anonymous shared memory: children made with `fork` after this call share it.
+    pub fn anonymous(config: &Config) -> Result<Segment, Error> {
+        Self::create(config, None, None)
+    }
+
+    /// A set in a new memfd; pass [`fd`](Segment::fd) to another process (`SCM_RIGHTS`, or
+    /// inheritance across `exec` after clearing close-on-exec) and open it there with
+    /// [`from_fd`](Segment::from_fd).
+    pub fn memfd(config: &Config, name: &str) -> Result<Segment, Error> {
+        let name =
+            CString::new(name).map_err(|_| Error::InvalidConfig("name contains a NUL byte"))?;
+        let fd = crate::sys::memfd_create(&name)?;
+        Self::create(config, Some(fd), None)
+    }
+
+    /// A set in a new file at `path`, created with `O_EXCL | O_NOFOLLOW` and
+    /// [`Config::file_mode`]: fails if anything (a symlink included) is already there.
+    pub fn create_file(path: impl AsRef<Path>, config: &Config) -> Result<Segment, Error> {
+        let path = path.as_ref();
+        config.geometry()?;
+        let fd = crate::sys::open_create_excl(&c_path(path)?, config.file_mode)?;
+        match Self::create(config, Some(fd), Some(path.to_path_buf())) {
+            Ok(s) => Ok(s),
+            Err(e) => {
+                // Leave no half-made file behind.
+                let _ = std::fs::remove_file(path);
+                Err(e)
+            }
+        }
+    }
+
+    /// Opens the set in the file at `path` (never following a symlink). The geometry is the one
+    /// stored in the file's header; see [`geometry`](Segment::geometry).
+    pub fn open_file(path: impl AsRef<Path>) -> Result<Segment, Error> {
+        let path = path.as_ref();
+        let fd = crate::sys::open_existing(&c_path(path)?)?;
+        Self::open(fd, Some(path.to_path_buf()))
+    }
+
+    /// Opens the file at `path` if it exists (its stored geometry wins over `config`'s),
+    /// otherwise creates it with `config`.
+    pub fn open_or_create_file(path: impl AsRef<Path>, config: &Config) -> Result<Segment, Error> {
+        let path = path.as_ref();
+        match Self::create_file(path, config) {
+            Err(Error::Io(e)) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                Self::open_file(path)
+            }
+            other => other,
+        }
+    }
+
+    /// Opens the set behind `fd` (a memfd or file another process created).
+    pub fn from_fd(fd: OwnedFd) -> Result<Segment, Error> {
+        Self::open(fd, None)
+    }
+
+    fn create(
+        config: &Config,
+        fd: Option<OwnedFd>,
+        path: Option<PathBuf>,
+    ) -> Result<Segment, Error> {
+        let geometry = config.geometry()?;
+        let layout = Layout::new(geometry.capacity);
+        if let Some(fd) = &fd {
+            crate::sys::ftruncate(fd.as_fd(), layout.bytes() as u64)?;
+        }
+        let memory = Memory::map(fd.as_ref(), layout.bytes())?;
+        let set = random_set_id();
+        let w = memory.words();
+        // Relaxed: published by the Release store of the magic, which openers load with Acquire.
+        w[layout::W_VERSION].store(layout::VERSION, Ordering::Relaxed);
+        w[layout::W_GEOMETRY].store(layout::geometry_word(&geometry), Ordering::Relaxed);
+        let tick_ns = geometry.tick.map_or(0, |t| t.as_nanos() as u64);
+        w[layout::W_TICK_NS].store(tick_ns, Ordering::Relaxed);
+        w[layout::W_CAPACITY].store(geometry.capacity as u64, Ordering::Relaxed);
+        w[layout::W_SIZE].store(layout.bytes() as u64, Ordering::Relaxed);
+        w[layout::W_SET].store(set, Ordering::Relaxed);
+        w[layout::W_FREE_HEAD].store(u64::from(table::NIL), Ordering::Relaxed);
+        w[layout::W_MAGIC].store(layout::MAGIC, Ordering::Release);
+        Ok(Segment {
+            inner: Arc::new(Inner {
+                memory,
+                layout,
+                geometry,
+                set,
+                fd,
+                path,
+                liveness: Liveness::default(),
+            }),
+        })
+    }
+
+    fn open(fd: OwnedFd, path: Option<PathBuf>) -> Result<Segment, Error> {
+        let size = crate::sys::file_size(fd.as_fd())?;
+        if size < 8 {
+            return Err(Error::NotATimerSet);
+        }
+        let len = usize::try_from(size).map_err(|_| Error::NotATimerSet)?;
+        let memory = Memory::map(Some(&fd), len)?;
+        let w = memory.words();
+        // Acquire: pairs with the creator's Release store; the header below is then complete.
+        if w[layout::W_MAGIC].load(Ordering::Acquire) != layout::MAGIC {
+            return Err(Error::NotATimerSet);
+        }
+        if w.len() < 8 {
+            return Err(Error::Truncated {
+                expected: layout::HEADER_BYTES as u64,
+                actual: size,
+            });
+        }
+        let read = |at: usize| w[at].load(Ordering::Relaxed);
+        let version = read(layout::W_VERSION);
+        if version != layout::VERSION {
+            return Err(Error::Version {
+                found: version,
+                supported: layout::VERSION,
+            });
+        }
+        let stated = read(layout::W_SIZE);
+        let geometry = layout::geometry_from(
+            read(layout::W_GEOMETRY),
+            read(layout::W_TICK_NS),
+            read(layout::W_CAPACITY),
+        )
+        .map_err(Error::BadHeader)?;
+        let layout = Layout::new(geometry.capacity);
+        if layout.bytes() as u64 != stated {
+            return Err(Error::SizeMismatch {
+                expected: layout.bytes() as u64,
+                actual: stated,
+            });
+        }
+        if size < stated {
+            return Err(Error::Truncated {
+                expected: stated,
+                actual: size,
+            });
+        }
+        if size > stated {
+            return Err(Error::SizeMismatch {
+                expected: stated,
+                actual: size,
+            });
+        }
+        let set = read(layout::W_SET);
+        Ok(Segment {
+            inner: Arc::new(Inner {
+                memory,
+                layout,
+                geometry,
+                set,
+                fd: Some(fd),
+                path,
+                liveness: Liveness::default(),
+            }),
+        })
+    }
+
+    /// The set's geometry (for an opened set, the one stored in its header).
+    pub fn geometry(&self) -> Geometry {
+        self.inner.geometry
+    }
+
+    /// Bytes of shared memory the set takes.
+    pub fn bytes(&self) -> usize {
+        self.inner.memory.len()
+    }
+
+    /// The memfd or file behind the set (`None` for anonymous memory).
+    pub fn fd(&self) -> Option<BorrowedFd<'_>> {
+        self.inner.fd.as_ref().map(|f| f.as_fd())
+    }
+
+    /// The file's path, for sets made by `create_file` / `open_file`.
+    pub fn path(&self) -> Option<&Path> {
+        self.inner.path.as_deref()
+    }
+
+    /// Writes the mapping back to its file and waits (`msync(MS_SYNC)`).
+    pub fn sync(&self) -> Result<(), Error> {
+        Ok(self.inner.memory.sync()?)
+    }
+
+    /// Removes the file's name (processes that have it mapped keep using it).
+    pub fn unlink(&self) -> Result<(), Error> {
+        match &self.inner.path {
+            Some(p) => Ok(std::fs::remove_file(p)?),
+            None => Err(Error::InvalidConfig("the set has no file to unlink")),
+        }
+    }
+
+    /// Attaches the calling process: registers it (pid and start time) in the set so that the
+    /// owner notices if it dies, and returns the handle through which it schedules and cancels.
+    /// After `fork`, a child attaches for itself rather than use the parent's client (a copy
+    /// dropped in the child leaves the parent's registration alone).
+    pub fn attach(&self) -> Result<Client, Error> {
+        self.attach_ident(proc::current()?)
+    }
+
+    /// Attaches as process `pid` (start time 0), for tests that stand threads in for processes;
+    /// pair it with [`with_liveness_probe`](Segment::with_liveness_probe).
+    #[doc(hidden)]
+    pub fn attach_as(&self, pid: u32) -> Result<Client, Error> {
+        self.attach_ident(Ident { pid, start: 0 })
+    }
+
+    /// Judges liveness with `probe(pid)` instead of `/proc`, for tests that stand threads in for
+    /// processes. Only on a segment not yet attached to (the segment must be the only clone).
+    #[doc(hidden)]
+    pub fn with_liveness_probe(
+        mut self,
+        probe: std::sync::Arc<dyn Fn(u32) -> bool + Send + Sync>,
+    ) -> Segment {
+        match Arc::get_mut(&mut self.inner) {
+            Some(inner) => inner.liveness.probe = Some(probe),
+            None => panic!("with_liveness_probe on a shared segment"),
+        }
+        self
+    }
+
+    /// How many times schedulers have woken the owner (the futex word), for models of the wake
+    /// protocol.
+    #[doc(hidden)]
+    pub fn wake_count(&self) -> u64 {
+        // Acquire: as the owner's helper thread reads it.
+        self.view().word(layout::W_WAKE).load(Ordering::Acquire)
+    }
+
+    fn attach_ident(&self, me: Ident) -> Result<Client, Error> {
+        let record = self.view().register(me.word()).ok_or(Error::RegistryFull)?;
+        Ok(Client {
+            segment: self.clone(),
+            me,
+            record: Some(record),
+            maker: std::process::id(),
+        })
+    }
+
+    fn view(&self) -> View<'_> {
+        View {
+            words: self.inner.memory.words(),
+            layout: &self.inner.layout,
+        }
+    }
+}
+
+/// Names one timer of one set: set id, slot, generation. Plain data: send it to any process
+/// attached to the same set ([`to_u128`](Handle::to_u128)). A handle of another set, or of a
+/// timer that fired or was cancelled, matches nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Handle {
+    set: u64,
+    slot: u32,
+    generation: u32,
+}
+
+impl Handle {
+    /// The handle as one number, for pipes and messages.
+    pub fn to_u128(self) -> u128 {
+        u128::from(self.set) << 64 | u128::from(self.slot) << 32 | u128::from(self.generation)
+    }
+
+    /// The handle back from [`to_u128`](Handle::to_u128). Any value is accepted; one that names
+    /// no timer of the set it is used with is rejected there.
+    pub fn from_u128(bits: u128) -> Handle {
+        Handle {
+            set: (bits >> 64) as u64,
+            slot: (bits >> 32) as u32,
+            generation: bits as u32,
+        }
+    }
+}
+
+/// Counters of a set, summed over all processes. A process killed between its state change and
+/// its counter update leaves a counter short by that one operation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Successful schedules.
+    pub scheduled: u64,
+    /// Cancels that returned true.
+    pub cancelled: u64,
+    /// Timers whose fire CAS the owner won (handed to a handler, or interrupted).
+    pub fired: u64,
+    /// Schedules refused because every slot was in use.
+    pub full: u64,
+    /// Slots recovery found lost (popped or held by a dead process, or freed but not pushed by a
+    /// dead owner) and freed.
+    pub reclaimed: u64,
+    /// Times a process took advancing over from a dead owner.
+    pub takeovers: u64,
+    /// Fires a dead owner had begun and not finished (handed to the next owner).
+    pub interrupted: u64,
+}
+
+/// A process's access to a set: schedule, cancel, read the clock and counters. Made by
+/// [`Segment::attach`]; dropping it removes the process from the registry.
+pub struct Client {
+    segment: Segment,
+    me: Ident,
+    record: Option<usize>,
+    /// The OS process that made this value: a copy left in a child by `fork` is not it, and its
+    /// drop must not undo the parent's registration or ownership.
+    maker: u32,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("pid", &self.me.pid)
+            .field("segment", &self.segment)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        if let Some(i) = self.record.filter(|_| self.in_maker()) {
+            self.segment.view().unregister(i, self.me.word());
+        }
+    }
+}
+
+impl Client {
+    /// The same process's access without a registry record of its own (the advancer's).
+    fn share(&self) -> Client {
+        Client {
+            segment: self.segment.clone(),
+            me: self.me,
+            record: None,
+            maker: self.maker,
+        }
+    }
+
+    /// False in a child made by `fork` that inherited this value.
+    pub(crate) fn in_maker(&self) -> bool {
+        std::process::id() == self.maker
+    }
+
+    fn view(&self) -> View<'_> {
+        self.segment.view()
+    }
+
+    /// The set this client is attached to.
+    pub fn segment(&self) -> &Segment {
+        &self.segment
+    }
+
+    /// The current tick: of `CLOCK_MONOTONIC` (the same in every process), or the manual clock.
+    pub fn now(&self) -> u64 {
+        match self.segment.inner.geometry.tick {
+            // Relaxed: the manual clock orders nothing; the owner's turn reads it itself.
+            None => self.view().word(layout::W_CLOCK).load(Ordering::Relaxed),
+            Some(tick) => monotonic_ns() / tick.as_nanos() as u64,
+        }
+    }
+
+    /// Schedules `payload` to fire at tick `deadline` (one at or before `now()` fires at the
+    /// owner's next turn). On a full set the payload comes back in [`Full`].
+    pub fn schedule_at(&self, deadline: u64, payload: u64) -> Result<Handle, Full> {
+        let v = self.view();
+        let holder = self.me.holder();
+        let mut waits = 0;
+        let (slot, generation) = loop {
+            match v.pop_free() {
+                Some((s, g)) if v.claim(s, g, holder) => break (s, g),
+                // Re-issued by recovery, or taken by a claimer that popped it before recovery
+                // re-issued it: this stack entry is spent, pop again. A re-issued slot reaches
+                // the stack a moment after its generation moved: wait for it (a few times) before
+                // calling the set full.
+                Some(_) => waits = 1,
+                None if (1..RECOVERY_WAITS).contains(&waits) => {
+                    waits += 1;
+                    crate::sync::yield_now();
+                }
+                None => {
+                    v.count(layout::W_FULL, 1);
+                    return Err(Full(payload));
+                }
+            }
+        };
+        v.arm(slot, generation, deadline, payload);
+        v.mark(slot);
+        v.count(layout::W_SCHEDULED, 1);
+        self.wake_if_earlier(deadline);
+        Ok(Handle {
+            set: self.segment.inner.set,
+            slot,
+            generation,
+        })
+    }
+
+    /// Schedules `payload` to fire `delay` from now, rounded up to a tick (never early). A manual
+    /// clock's ticks have no length; there the delay counts milliseconds as ticks.
+    pub fn schedule_after(&self, delay: Duration, payload: u64) -> Result<Handle, Full> {
+        let deadline = match self.segment.inner.geometry.tick {
+            None => self
+                .now()
+                .saturating_add(delay.as_millis().min(u128::from(u64::MAX)) as u64),
+            Some(tick) => {
+                let tick = tick.as_nanos() as u64;
+                let at = monotonic_ns()
+                    .saturating_add(delay.as_nanos().min(u128::from(u64::MAX)) as u64);
+                at.div_ceil(tick)
+            }
+        };
+        self.schedule_at(deadline, payload)
+    }
+
+    /// Cancels the timer `handle` names. True: it will never fire. False: it fired or is firing,
+    /// was cancelled before, or the handle belongs to another set.
+    pub fn cancel(&self, handle: Handle) -> bool {
+        if handle.set != self.segment.inner.set
+            || handle.slot as usize >= self.segment.inner.layout.capacity
+        {
+            return false;
+        }
+        let v = self.view();
+        if !v.cancel(handle.slot, handle.generation) {
+            return false;
+        }
+        v.mark(handle.slot);
+        v.count(layout::W_CANCELLED, 1);
+        true
+    }
+
+    /// Timers scheduled and neither fired nor cancelled, from the counters (see [`Stats`]).
+    pub fn len(&self) -> usize {
+        let s = self.stats();
+        s.scheduled.saturating_sub(s.cancelled + s.fired) as usize
+    }
+
+    /// True if [`len`](Client::len) is 0.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The set's counters.
+    pub fn stats(&self) -> Stats {
+        let v = self.view();
+        // Relaxed: counters are statistics, read without ordering against anything.
+        let r = |at: usize| v.word(at).load(Ordering::Relaxed);
+        Stats {
+            scheduled: r(layout::W_SCHEDULED),
+            cancelled: r(layout::W_CANCELLED),
+            fired: r(layout::W_FIRED),
+            full: r(layout::W_FULL),
+            reclaimed: r(layout::W_RECLAIMED),
+            takeovers: r(layout::W_TAKEOVERS),
+            interrupted: r(layout::W_INTERRUPTED),
+        }
+    }
+
+    /// Becomes the process that advances the set: claims the owner word if it is free or names
+    /// a dead process (then rebuilds the index by scanning the slots). [`Error::Busy`] if another
+    /// live process advances it.
+    pub fn advancer(&self) -> Result<Advancer, Error> {
+        Advancer::claim(self.share())
+    }
+
+    /// Wakes the owner if `deadline` is earlier than the tick it sleeps until.
+    fn wake_if_earlier(&self, deadline: u64) {
+        let v = self.view();
+        // SeqCst fence: orders the mark (above) before the load of the published tick, against
+        // the owner's publish-then-look-at-marks (see `Advancer::publish_sleep`).
+        fence(Ordering::SeqCst);
+        // Relaxed: ordered by the fence.
+        if deadline < v.word(layout::W_NEXT_WAKE).load(Ordering::Relaxed) {
+            // Release: the owner's helper thread loads the counter with Acquire.
+            v.word(layout::W_WAKE).fetch_add(1, Ordering::Release);
+            #[cfg(not(loom))]
+            // SAFETY: the futex word lies in our live mapping and is 4-byte aligned.
+            unsafe {
+                crate::sys::futex_wake(self.segment.inner.memory.futex_addr(layout::W_WAKE), 1);
+            }
+        }
+    }
+}
+
+/// Where a simulated crash stops a schedule: the state a process killed at that instant leaves.
+/// For tests and models only.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CrashPoint {
+    /// The slot is off the free stack, not yet claimed.
+    AfterPop,
+    /// The slot is `HELD` by this process.
+    AfterClaim,
+    /// The slot is `PENDING`, not marked.
+    AfterArm,
+    /// Only the leaf level of the dirty bitmap is marked.
+    AfterLeafMark,
+}
+
+impl Client {
+    /// Runs a schedule up to `at` and stops there, as if the process were killed; the handle the
+    /// operation would have returned, if it got that far. For tests and models only.
+    #[doc(hidden)]
+    pub fn schedule_crashing(&self, at: CrashPoint, deadline: u64, payload: u64) -> Option<Handle> {
+        let v = self.view();
+        let (slot, generation) = v.pop_free()?;
+        let handle = Handle {
+            set: self.segment.inner.set,
+            slot,
+            generation,
+        };
+        if at == CrashPoint::AfterPop || !v.claim(slot, generation, self.me.holder()) {
+            return None;
+        }
+        if at == CrashPoint::AfterClaim {
+            return None;
+        }
+        v.arm(slot, generation, deadline, payload);
+        if at == CrashPoint::AfterLeafMark {
+            v.mark_levels(slot, 1);
+        }
+        Some(handle)
+    }
+
+    /// Drops the client as a killed process would leave it: still in the registry. For tests and
+    /// models only.
+    #[doc(hidden)]
+    pub fn crash(mut self) {
+        self.record = None;
+    }
+
+    /// A cancel stopped right after its CAS (no mark, no count). For tests and models only.
+    #[doc(hidden)]
+    pub fn cancel_crashing(&self, handle: Handle) -> bool {
+        handle.set == self.segment.inner.set
+            && (handle.slot as usize) < self.segment.inner.layout.capacity
+            && self.view().cancel(handle.slot, handle.generation)
+    }
+}
+
+/// How many times a schedule that lost a slot to recovery waits for the re-issued slot to reach
+/// the free stack before it reports the set full.
+const RECOVERY_WAITS: u32 = 64;
+
+/// `CLOCK_MONOTONIC` in nanoseconds.
+fn monotonic_ns() -> u64 {
+    crate::sys::clock_ns(libc::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC is always readable")
+}

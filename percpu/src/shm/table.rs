@@ -1,0 +1,624 @@
+//! The cross-process protocol: every step one atomic operation on one shared word.
+//!
+//! A [`View`] is a slice of the set's words plus its [`Layout`]. In a normal build the slice is
+//! the mapping itself; under `cfg(loom)` it is a `Vec` of loom atomics, so the model checker runs
+//! exactly this code.
+//!
+//! # Slot state word
+//!
+//! `generation (32) | holder (29) | tag (3)`. The holder is set only in `HELD` and names the
+//! process that claimed the slot (22 bits of pid, 7 bits of its start time).
+//!
+//! | transition                     | by                              | op    |
+//! |--------------------------------|---------------------------------|-------|
+//! | `FREE(g)` → `HELD(g, p)`       | process `p`, after popping `(s, g)` | CAS |
+//! | `HELD(g, p)` → `PENDING(g)`    | `p` (deadline and payload written first) | store |
+//! | `PENDING(g)` → `CANCELLED(g)`  | any process holding the handle  | CAS   |
+//! | `PENDING(g)` → `FIRING(g)`     | owner, when the wheel says due  | CAS   |
+//! | `FIRING(g)` → `FREE(g+1)`      | owner, after the handler returned | CAS |
+//! | `CANCELLED(g)` → `FREE(g+1)`   | owner                           | CAS   |
+//! | `HELD(g, p)` → `FREE(g+1)`     | owner in recovery, `p` dead     | CAS   |
+//! | `FREE(g)` → `FREE(g+1)`        | owner in recovery, slot on no stack | CAS |
+//!
+//! Only the owner frees, and only the owner pushes on the free stack (a turn's freed slots as one
+//! chain, one CAS), so a slot is on the free stack at most once. A handle carries `g`; its CAS can only match the arming it was made for.
+//!
+//! # Free stack: pop is one CAS, pushes come from one process
+//!
+//! The head packs `tag (32) | index (32)`; every successful head CAS bumps the tag, so a pop that
+//! read the head, stalled while the node left and came back, fails its CAS (ABA). A node's link
+//! word packs `generation at push (32) | next (32)`: the popper claims `FREE(g)` with exactly
+//! that generation, so if recovery meanwhile decided the node was lost and re-issued it at
+//! `g + 1`, the stale claim fails and the node is on the stack only once. Slots never used yet
+//! come from a bump counter instead, so a new set touches no slot memory.
+//!
+//! # Dirty bitmap: submissions and cancellations in one idempotent mark
+//!
+//! After arming or cancelling, a process sets the slot's leaf bit (`fetch_or`); whoever turns a
+//! word from zero to non-zero also sets the bit for that word one level up, and so on to the top.
+//! The owner swaps the top words to zero, then the marked words below, and reconciles each marked
+//! slot against its private index: `PENDING` not yet indexed → insert; `CANCELLED` → remove and
+//! free. A mark is a hint, never an obligation: a stale one finds nothing to do, and one lost to
+//! a process killed between levels is found by recovery's full scan.
+//!
+//! Orderings: the slot fields (deadline, payload) are written Relaxed before the Release store of
+//! `PENDING`, which precedes the marking RMWs (AcqRel, so each level's release sequence carries
+//! everything before it). The owner's swaps are AcqRel and its state loads Acquire, so it reads
+//! the fields the marker wrote. The free stack's pushes are Release and pops Acquire, so a popper
+//! sees the link the owner wrote. Claims are Acquire: the owner read the slot's old payload
+//! before its Release free, so the new holder's writes come after that read.
+
+use crate::sync::{AtomicU64, Ordering};
+
+use super::layout::{self, Layout, MARK_BITS};
+
+/// End of a list, and "no slot".
+pub(crate) const NIL: u32 = u32::MAX;
+
+/// The state part of a slot word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Tag {
+    /// On the free stack, or popped and about to be claimed.
+    Free,
+    /// Claimed by a process that is writing deadline and payload.
+    Held,
+    /// Armed: fires unless a cancel wins.
+    Pending,
+    /// A cancel won; the owner has yet to free it.
+    Cancelled,
+    /// The owner won the fire CAS and is running the handler.
+    Firing,
+    /// A tag no version of this code writes: the word was overwritten.
+    Corrupt,
+}
+
+const TAG_MASK: u64 = 0b111;
+const HOLDER_BITS: u32 = 29;
+/// Bits of pid kept in a holder code (Linux pids are below 2^22).
+const HOLDER_PID_BITS: u32 = 22;
+
+fn tag_code(tag: Tag) -> u64 {
+    match tag {
+        Tag::Free => 0,
+        Tag::Held => 1,
+        Tag::Pending => 2,
+        Tag::Cancelled => 3,
+        Tag::Firing => 4,
+        Tag::Corrupt => 7,
+    }
+}
+
+/// Packs a slot word.
+pub(crate) fn pack(generation: u32, tag: Tag, holder: u32) -> u64 {
+    debug_assert!(u64::from(holder) < 1 << HOLDER_BITS);
+    u64::from(generation) << 32 | u64::from(holder) << 3 | tag_code(tag)
+}
+
+/// Splits a slot word into (generation, tag, holder).
+pub(crate) fn unpack(word: u64) -> (u32, Tag, u32) {
+    let tag = match word & TAG_MASK {
+        0 => Tag::Free,
+        1 => Tag::Held,
+        2 => Tag::Pending,
+        3 => Tag::Cancelled,
+        4 => Tag::Firing,
+        _ => Tag::Corrupt,
+    };
+    (
+        (word >> 32) as u32,
+        tag,
+        ((word >> 3) as u32) & ((1 << HOLDER_BITS) - 1),
+    )
+}
+
+/// A process as the protocol names it: pid and start time (clock ticks since boot), which
+/// together never repeat on one machine while it is up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Ident {
+    pub(crate) pid: u32,
+    pub(crate) start: u64,
+}
+
+impl Ident {
+    /// The owner / registry word: pid in the low half, 32 bits of start time in the high half.
+    /// Never 0, since no process has pid 0.
+    pub(crate) fn word(self) -> u64 {
+        u64::from(self.pid) | (self.start & 0xffff_ffff) << 32
+    }
+
+    /// 22 bits of pid and 7 of start time, for a slot's holder field.
+    pub(crate) fn holder(self) -> u32 {
+        (self.pid & ((1 << HOLDER_PID_BITS) - 1)) | ((self.start & 0x7f) as u32) << HOLDER_PID_BITS
+    }
+}
+
+/// Splits an owner / registry word into (pid, low 32 bits of start time).
+pub(crate) fn split_ident_word(word: u64) -> (u32, u64) {
+    (word as u32, word >> 32)
+}
+
+/// Splits a holder field into (pid, low 7 bits of start time).
+pub(crate) fn split_holder(holder: u32) -> (u32, u64) {
+    (
+        holder & ((1 << HOLDER_PID_BITS) - 1),
+        u64::from(holder >> HOLDER_PID_BITS),
+    )
+}
+
+fn head(tag: u32, index: u32) -> u64 {
+    u64::from(tag) << 32 | u64::from(index)
+}
+
+/// Slots the owner has retired (made `FREE`) and not yet pushed: a chain through their links.
+#[derive(Debug)]
+pub(crate) struct Freed {
+    first: u32,
+    last: u32,
+}
+
+impl Default for Freed {
+    fn default() -> Self {
+        Freed {
+            first: NIL,
+            last: NIL,
+        }
+    }
+}
+
+/// The set's words seen through its layout.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct View<'a> {
+    pub(crate) words: &'a [AtomicU64],
+    pub(crate) layout: &'a Layout,
+}
+
+impl<'a> View<'a> {
+    #[inline]
+    pub(crate) fn word(&self, at: usize) -> &'a AtomicU64 {
+        &self.words[at]
+    }
+
+    #[inline]
+    pub(crate) fn state(&self, s: u32) -> &'a AtomicU64 {
+        self.word(self.layout.slot(s, 0))
+    }
+
+    #[inline]
+    fn field(&self, s: u32, f: usize) -> &'a AtomicU64 {
+        self.word(self.layout.slot(s, f))
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        self.layout.capacity
+    }
+
+    /// Adds to a statistics counter. Relaxed: counters order nothing.
+    #[inline]
+    pub(crate) fn count(&self, at: usize, n: u64) {
+        self.word(at).fetch_add(n, Ordering::Relaxed);
+    }
+
+    // ---- allocation ----
+
+    /// Takes a free slot: `(slot, generation it was pushed with)`, from the stack or, once that
+    /// is empty, from the never-used range. `None` when every slot is in use.
+    pub(crate) fn pop_free(&self) -> Option<(u32, u32)> {
+        let top = self.word(layout::W_FREE_HEAD);
+        // Acquire: pairs with the owner's Release push, so the node's link is visible.
+        let mut cur = top.load(Ordering::Acquire);
+        loop {
+            let index = cur as u32;
+            if index == NIL || index as usize >= self.capacity() {
+                break;
+            }
+            // Relaxed: ordered by the Acquire load of the head that named this node. If the node
+            // was popped and pushed again since, the tag moved on and the CAS below fails.
+            let link = self.field(index, 3).load(Ordering::Relaxed);
+            let next = head((cur >> 32) as u32 + 1, link as u32);
+            // Acquire on failure too: the new head's link must be visible on the next round.
+            match top.compare_exchange_weak(cur, next, Ordering::Acquire, Ordering::Acquire) {
+                Ok(_) => return Some((index, (link >> 32) as u32)),
+                Err(now) => cur = now,
+            }
+        }
+        // Relaxed: the counter only hands out indices; the slot's own word (zero: FREE(0)) is
+        // then claimed by CAS. Fetch-add past capacity is harmless: the value is only compared.
+        let fresh = self.word(layout::W_BUMP).fetch_add(1, Ordering::Relaxed);
+        (fresh < self.capacity() as u64).then_some((fresh as u32, 0))
+    }
+
+    /// Slots ever handed out by the bump counter (recovery scans these).
+    pub(crate) fn used(&self) -> usize {
+        (self.word(layout::W_BUMP).load(Ordering::Acquire) as usize).min(self.capacity())
+    }
+
+    /// `FREE(g)` → `HELD(g, holder)`. False if the slot was re-issued or taken meanwhile.
+    pub(crate) fn claim(&self, s: u32, g: u32, holder: u32) -> bool {
+        // Acquire: see the module doc (the new holder's writes follow the owner's last read).
+        self.state(s)
+            .compare_exchange(
+                pack(g, Tag::Free, 0),
+                pack(g, Tag::Held, holder),
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+    }
+
+    /// Writes deadline and payload of a held slot and publishes it as `PENDING(g)`.
+    pub(crate) fn arm(&self, s: u32, g: u32, deadline: u64, payload: u64) {
+        // Relaxed: published by the Release store of the state word just below.
+        self.field(s, 1).store(deadline, Ordering::Relaxed);
+        self.field(s, 2).store(payload, Ordering::Relaxed);
+        // Release: the owner's Acquire load of the state then sees deadline and payload. A store,
+        // not a CAS: only the holder writes a HELD word, and recovery frees it only once the
+        // holder is dead.
+        self.state(s)
+            .store(pack(g, Tag::Pending, 0), Ordering::Release);
+    }
+
+    /// `PENDING(g)` → `CANCELLED(g)`. True: the timer will never fire.
+    pub(crate) fn cancel(&self, s: u32, g: u32) -> bool {
+        // Relaxed: the race with the fire CAS is decided by this word's modification order alone;
+        // the mark that follows is what tells the owner, with its own ordering.
+        self.state(s)
+            .compare_exchange(
+                pack(g, Tag::Pending, 0),
+                pack(g, Tag::Cancelled, 0),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+    }
+
+    /// Owner: `PENDING(g)` → `FIRING(g)`. `Err(word)` if a cancel won (or the word moved).
+    pub(crate) fn start_fire(&self, s: u32, g: u32) -> Result<u64, u64> {
+        // Acquire: reads the payload the scheduler published with its Release store.
+        self.state(s)
+            .compare_exchange(
+                pack(g, Tag::Pending, 0),
+                pack(g, Tag::Firing, 0),
+                Ordering::Acquire,
+                Ordering::Acquire,
+            )
+            .map(|_| self.field(s, 2).load(Ordering::Relaxed))
+    }
+
+    /// Deadline and payload of a slot the caller has seen `PENDING` or `FIRING` with Acquire.
+    pub(crate) fn contents(&self, s: u32) -> (u64, u64) {
+        // Relaxed: ordered by the caller's Acquire load of the state word.
+        (
+            self.field(s, 1).load(Ordering::Relaxed),
+            self.field(s, 2).load(Ordering::Relaxed),
+        )
+    }
+
+    /// Owner: `word` → `FREE(g+1)`, then onto the free stack. False (and nothing pushed) if the
+    /// word was not `word` any more.
+    pub(crate) fn free(&self, s: u32, word: u64) -> bool {
+        let mut one = Freed::default();
+        let ok = self.retire(s, word, &mut one);
+        self.push_freed(&mut one);
+        ok
+    }
+
+    /// Owner: `word` → `FREE(g+1)`, chained into `batch` for [`push_freed`](View::push_freed).
+    /// False (and nothing chained) if the word was not `word` any more. A slot retired and never
+    /// pushed (the owner died in between) is free and on no stack: recovery re-issues it.
+    pub(crate) fn retire(&self, s: u32, word: u64, batch: &mut Freed) -> bool {
+        let (g, _, _) = unpack(word);
+        let next = g.wrapping_add(1);
+        // Release: the next holder's Acquire claim follows our reads of the old contents.
+        let ok = self
+            .state(s)
+            .compare_exchange(
+                word,
+                pack(next, Tag::Free, 0),
+                Ordering::Release,
+                Ordering::Relaxed,
+            )
+            .is_ok();
+        if ok {
+            // Relaxed: published by the Release CAS of `push_freed`.
+            self.field(s, 3).store(
+                u64::from(next) << 32 | u64::from(batch.first),
+                Ordering::Relaxed,
+            );
+            if batch.first == NIL {
+                batch.last = s;
+            }
+            batch.first = s;
+        }
+        ok
+    }
+
+    /// Owner only: pushes a chain of retired slots with one CAS on the head (one cache-line
+    /// transfer for the whole batch instead of one a slot).
+    pub(crate) fn push_freed(&self, batch: &mut Freed) {
+        if batch.first == NIL {
+            return;
+        }
+        let top = self.word(layout::W_FREE_HEAD);
+        let last = self.field(batch.last, 3);
+        // Relaxed: the owner wrote this link itself in `retire`.
+        let generation = last.load(Ordering::Relaxed) & !0xffff_ffff;
+        // Relaxed: the head's value only feeds the CAS; nothing is read through it here.
+        let mut cur = top.load(Ordering::Relaxed);
+        loop {
+            // Relaxed: published by the Release CAS below.
+            last.store(generation | (cur & 0xffff_ffff), Ordering::Relaxed);
+            let new = head((cur >> 32) as u32 + 1, batch.first);
+            // Release: a popper that reads this head also reads every link of the chain.
+            match top.compare_exchange_weak(cur, new, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(now) => cur = now,
+            }
+        }
+        *batch = Freed::default();
+    }
+
+    /// Owner only: the slots reachable from the free stack's head, as a bitset. Only the owner
+    /// pushes, so while it walks the chain can only lose nodes from its front, never gain any:
+    /// a slot not in the walk is on no stack. Stops after `capacity` steps (a cycle means a
+    /// corrupted set).
+    pub(crate) fn walk_free(&self) -> Vec<u64> {
+        let mut seen = vec![0u64; self.capacity().div_ceil(64)];
+        // Acquire: the links of the nodes on the stack are visible.
+        let mut at = self.word(layout::W_FREE_HEAD).load(Ordering::Acquire) as u32;
+        let mut steps = 0;
+        while at != NIL && (at as usize) < self.capacity() && steps < self.capacity() {
+            let bit = 1u64 << (at % 64);
+            if seen[at as usize / 64] & bit != 0 {
+                break;
+            }
+            seen[at as usize / 64] |= bit;
+            // Relaxed: only the owner (the caller) writes links.
+            at = self.field(at, 3).load(Ordering::Relaxed) as u32;
+            steps += 1;
+        }
+        seen
+    }
+
+    // ---- the dirty bitmap ----
+
+    /// Marks slot `s` for the owner's next reconcile.
+    pub(crate) fn mark(&self, s: u32) {
+        self.mark_levels(s, usize::MAX);
+    }
+
+    /// [`mark`](View::mark) stopped after `levels` levels (a crash between levels, for tests).
+    pub(crate) fn mark_levels(&self, s: u32, levels: usize) {
+        let mut index = s as usize;
+        for &(start, _) in self.layout.levels.iter().take(levels) {
+            let bit = 1u64 << (index % MARK_BITS);
+            // AcqRel: Release carries the state store (and every level below) to the owner's
+            // swap; Acquire makes this RMW part of the chain of the previous marker of the word.
+            let old = self.words[start + index / MARK_BITS].fetch_or(bit, Ordering::AcqRel);
+            if old != 0 {
+                // Whoever made the word non-zero marks the level above (or the owner already
+                // swapped it out of a marked word above, and will read it with the rest).
+                return;
+            }
+            index /= MARK_BITS;
+        }
+    }
+
+    /// Owner: takes every mark, calling `f` for each marked slot (possibly stale).
+    pub(crate) fn take_marks(&self, mut f: impl FnMut(u32)) {
+        let top = self.layout.levels.len() - 1;
+        let (start, words) = self.layout.levels[top];
+        for w in 0..words {
+            // Relaxed pre-check: a word seen zero is looked at again next turn.
+            if self.words[start + w].load(Ordering::Relaxed) != 0 {
+                self.take_word(top, w, &mut f);
+            }
+        }
+    }
+
+    fn take_word(&self, level: usize, w: usize, f: &mut impl FnMut(u32)) {
+        let (start, _) = self.layout.levels[level];
+        // AcqRel: Acquire pairs with the markers' Release; Release keeps the swaps below after it.
+        let mut bits = self.words[start + w].swap(0, Ordering::AcqRel);
+        while bits != 0 {
+            let b = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let child = w * MARK_BITS + b;
+            if level == 0 {
+                if child < self.capacity() {
+                    f(child as u32);
+                }
+            } else {
+                self.take_word(level - 1, child, f);
+            }
+        }
+    }
+
+    /// Owner, in recovery: clears every word of every level, top level first, without looking
+    /// at the bits (the full scan that follows looks at every slot). Top-down, so a marker racing
+    /// the sweep either has its upper bits swept after its leaf bit (consumed here, its slot seen
+    /// by the scan) or finds its leaf word zero again and marks the levels above afresh. This also
+    /// unsticks a leaf left non-zero by a process killed before it marked the level above.
+    pub(crate) fn sweep_marks(&self) {
+        for &(start, words) in self.layout.levels.iter().rev() {
+            for w in start..start + words {
+                // AcqRel: as in `take_word`; the scan's Acquire loads then see the marked states.
+                if self.words[w].load(Ordering::Relaxed) != 0 {
+                    self.words[w].swap(0, Ordering::AcqRel);
+                }
+            }
+        }
+    }
+
+    /// True if any top-level mark is set (the owner checks before sleeping).
+    pub(crate) fn any_marks(&self) -> bool {
+        let (start, words) = *self.layout.levels.last().expect("one level at least");
+        // Relaxed: the caller's SeqCst fence orders this load (see `Advancer::publish_sleep`).
+        (0..words).any(|w| self.words[start + w].load(Ordering::Relaxed) != 0)
+    }
+
+    // ---- ownership and the registry ----
+
+    /// Current owner word (0: none).
+    pub(crate) fn owner(&self) -> u64 {
+        // Acquire: a new owner reads the old owner's last shared writes after this.
+        self.word(layout::W_OWNER).load(Ordering::Acquire)
+    }
+
+    /// Owner word `expected` → `me`. One CAS: two claimers cannot both win.
+    pub(crate) fn swap_owner(&self, expected: u64, me: u64) -> Result<(), u64> {
+        // AcqRel: Acquire as in `owner`; Release so a later claimer sees our state.
+        self.word(layout::W_OWNER)
+            .compare_exchange(expected, me, Ordering::AcqRel, Ordering::Acquire)
+            .map(|_| ())
+    }
+
+    /// Puts `me` into a free registry record; its index, or `None` if all are taken.
+    pub(crate) fn register(&self, me: u64) -> Option<usize> {
+        (0..layout::REGISTRY).find(|&i| {
+            // Relaxed: the record is only ever read for liveness checks; no data hangs on it.
+            self.word(layout::W_REGISTRY + i)
+                .compare_exchange(0, me, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        })
+    }
+
+    /// Clears record `i` if it still holds `word`.
+    pub(crate) fn unregister(&self, i: usize, word: u64) -> bool {
+        // Relaxed: as in `register`.
+        self.word(layout::W_REGISTRY + i)
+            .compare_exchange(word, 0, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// The non-empty registry records as (index, word).
+    #[cfg_attr(loom, allow(dead_code, reason = "loom models run recovery by hand"))]
+    pub(crate) fn registered(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
+        (0..layout::REGISTRY).filter_map(|i| {
+            // Relaxed: as in `register`.
+            let w = self.word(layout::W_REGISTRY + i).load(Ordering::Relaxed);
+            (w != 0).then_some((i, w))
+        })
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn words(layout: &Layout) -> Vec<AtomicU64> {
+        let w: Vec<AtomicU64> = (0..layout.total_words).map(|_| AtomicU64::new(0)).collect();
+        w[layout::W_FREE_HEAD].store(u64::from(NIL), Ordering::Relaxed);
+        w
+    }
+
+    #[test]
+    fn pack_round_trips() {
+        for (g, t, h) in [
+            (0, Tag::Free, 0),
+            (u32::MAX, Tag::Held, (1 << 29) - 1),
+            (7, Tag::Pending, 0),
+            (8, Tag::Cancelled, 0),
+            (9, Tag::Firing, 0),
+        ] {
+            assert_eq!(unpack(pack(g, t, h)), (g, t, h));
+        }
+        assert_eq!(unpack(6).1, Tag::Corrupt);
+    }
+
+    #[test]
+    fn holder_keeps_pid_and_seven_bits_of_start() {
+        let id = Ident {
+            pid: 4_194_303,
+            start: 0x1_2345_67ff,
+        };
+        assert_eq!(split_holder(id.holder()), (4_194_303, 0x7f));
+        assert_eq!(split_ident_word(id.word()), (4_194_303, 0x2345_67ff));
+    }
+
+    #[test]
+    fn pops_bump_then_reuse_with_the_next_generation() {
+        let l = Layout::new(3);
+        let w = words(&l);
+        let v = View {
+            words: &w,
+            layout: &l,
+        };
+        let got: Vec<_> = (0..3).map(|_| v.pop_free().unwrap()).collect();
+        assert_eq!(got, [(0, 0), (1, 0), (2, 0)]);
+        assert_eq!(v.pop_free(), None);
+        assert!(v.claim(1, 0, 5));
+        assert!(!v.claim(1, 0, 5), "a claim is one CAS");
+        v.arm(1, 0, 10, 99);
+        assert!(v.cancel(1, 0));
+        assert!(!v.cancel(1, 0));
+        let word = v.state(1).load(Ordering::Relaxed);
+        assert!(v.free(1, word));
+        assert_eq!(v.pop_free(), Some((1, 1)));
+        assert!(!v.claim(1, 0, 5), "stale generation");
+        assert!(v.claim(1, 1, 5));
+    }
+
+    #[test]
+    fn walk_sees_exactly_the_stack() {
+        let l = Layout::new(130);
+        let w = words(&l);
+        let v = View {
+            words: &w,
+            layout: &l,
+        };
+        for _ in 0..130 {
+            v.pop_free().unwrap();
+        }
+        for s in [3, 70, 129] {
+            assert!(v.free(s, 0));
+        }
+        let seen = v.walk_free();
+        let listed: Vec<u32> = (0..130)
+            .filter(|&s| seen[s as usize / 64] >> (s % 64) & 1 == 1)
+            .collect();
+        assert_eq!(listed, [3, 70, 129]);
+    }
+
+    #[test]
+    fn marks_come_back_once_through_every_level() {
+        let cap = 64 * 64 * 9 + 5;
+        let l = Layout::new(cap);
+        assert!(l.levels.len() >= 3);
+        let w = words(&l);
+        let v = View {
+            words: &w,
+            layout: &l,
+        };
+        let picks = [0u32, 1, 63, 64, 4095, 4096, cap as u32 - 1];
+        for &s in &picks {
+            v.mark(s);
+            v.mark(s);
+        }
+        assert!(v.any_marks());
+        let mut got = Vec::new();
+        v.take_marks(|s| got.push(s));
+        got.sort_unstable();
+        assert_eq!(got, picks);
+        assert!(!v.any_marks());
+        v.take_marks(|s| panic!("mark {s} came back twice"));
+    }
+
+    #[test]
+    fn owner_and_registry_words() {
+        let l = Layout::new(1);
+        let w = words(&l);
+        let v = View {
+            words: &w,
+            layout: &l,
+        };
+        assert_eq!(v.owner(), 0);
+        assert!(v.swap_owner(0, 42).is_ok());
+        assert_eq!(v.swap_owner(0, 43), Err(42));
+        let i = v.register(7).unwrap();
+        let j = v.register(8).unwrap();
+        assert_ne!(i, j);
+        assert_eq!(v.registered().collect::<Vec<_>>(), [(i, 7), (j, 8)]);
+        assert!(v.unregister(i, 7));
+        assert!(!v.unregister(i, 7));
+    }
+}

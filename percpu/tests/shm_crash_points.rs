@@ -1,0 +1,241 @@
+//! Each point at which a killed process can stop, set up exactly (threads of this process stand
+//! in for processes, with their own pids and a liveness probe), then what the survivors see.
+
+#![cfg(not(loom))]
+
+use std::collections::HashSet;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tickwheel_percpu::shm::{Advancer, Client, Config, CrashPoint, Error, Segment};
+
+const OWNER: u32 = 100;
+const VICTIM: u32 = 200;
+const HEIR: u32 = 300;
+
+struct World {
+    segment: Segment,
+    dead: Arc<Mutex<HashSet<u32>>>,
+}
+
+impl World {
+    fn new(capacity: usize) -> World {
+        let dead = Arc::new(Mutex::new(HashSet::new()));
+        let d = dead.clone();
+        let segment = Segment::anonymous(&Config::new(capacity).manual_clock())
+            .unwrap()
+            .with_liveness_probe(Arc::new(move |pid| !d.lock().unwrap().contains(&pid)));
+        World { segment, dead }
+    }
+
+    fn attach(&self, pid: u32) -> Client {
+        self.segment.attach_as(pid).unwrap()
+    }
+
+    /// The process dies: a killed process unregisters nothing.
+    fn kill(&self, pid: u32, client: Client) {
+        client.crash();
+        self.dead.lock().unwrap().insert(pid);
+    }
+}
+
+fn fire_all(adv: &mut Advancer, to: u64) -> Vec<u64> {
+    adv.advance_to(to);
+    let mut fired = Vec::new();
+    adv.turn(|p| fired.push(p));
+    fired.sort_unstable();
+    fired
+}
+
+/// Every slot can be scheduled again, then everything is cancelled: nothing leaked.
+fn assert_no_leak(world: &World, adv: &mut Advancer) {
+    let client = adv.client();
+    let cap = world.segment.geometry().capacity;
+    let t = client.now() + 1_000;
+    let hs: Vec<_> = (0..cap)
+        .map(|i| {
+            client
+                .schedule_at(t, i as u64)
+                .unwrap_or_else(|_| panic!("leak: {i} of {cap}"))
+        })
+        .collect();
+    assert!(client.schedule_at(t, 0).is_err());
+    for h in hs {
+        assert!(client.cancel(h));
+    }
+    adv.turn(|p| panic!("cancelled {p} fired"));
+}
+
+#[test]
+fn scheduler_killed_at_each_point() {
+    for (point, fires) in [
+        (CrashPoint::AfterPop, false),
+        (CrashPoint::AfterClaim, false),
+        (CrashPoint::AfterArm, true),
+        (CrashPoint::AfterLeafMark, true),
+    ] {
+        let w = World::new(8);
+        let owner = w.attach(OWNER);
+        let mut adv = owner.advancer().unwrap();
+        // Some slots go through the free stack first, so both pop paths are crossed.
+        for p in 0..3 {
+            owner.schedule_at(1, 1000 + p).unwrap();
+        }
+        assert_eq!(fire_all(&mut adv, 1), [1000, 1001, 1002]);
+        let victim = w.attach(VICTIM);
+        victim.schedule_crashing(point, 5, 42);
+        w.kill(VICTIM, victim);
+        let r = adv.recover();
+        let expect: &[u64] = if fires { &[42] } else { &[] };
+        assert_eq!(fire_all(&mut adv, 10), expect, "{point:?}: {r:?}");
+        assert_eq!(r.reclaimed, usize::from(!fires), "{point:?}");
+        assert_no_leak(&w, &mut adv);
+    }
+}
+
+#[test]
+fn a_leaf_left_marked_by_a_dead_process_hides_later_marks_until_recovery() {
+    // 8192 slots: two bitmap levels, so a crash between them strands the leaf word.
+    let w = World::new(8192);
+    let owner = w.attach(OWNER);
+    let mut adv = owner.advancer().unwrap();
+    let victim = w.attach(VICTIM);
+    victim.schedule_crashing(CrashPoint::AfterLeafMark, 5, 1);
+    w.kill(VICTIM, victim);
+    // The next slot shares the leaf word; its mark stops there, seeing the word non-zero.
+    owner.schedule_at(5, 2).unwrap();
+    assert_eq!(
+        fire_all(&mut adv, 10),
+        [] as [u64; 0],
+        "stranded until recovery"
+    );
+    let r = adv.recover();
+    assert_eq!(r.indexed, 2);
+    assert_eq!(fire_all(&mut adv, 11), [1, 2]);
+    // The sweep cleared the leaf, so marks flow again.
+    owner.schedule_at(12, 3).unwrap();
+    assert_eq!(fire_all(&mut adv, 12), [3]);
+}
+
+#[test]
+fn canceller_killed_after_its_cas() {
+    let w = World::new(4);
+    let owner = w.attach(OWNER);
+    let mut adv = owner.advancer().unwrap();
+    let h = owner.schedule_at(5, 42).unwrap();
+    adv.turn(|_| {});
+    let victim = w.attach(VICTIM);
+    assert!(victim.cancel_crashing(h));
+    w.kill(VICTIM, victim);
+    assert!(!owner.cancel(h), "the dead process's cancel won");
+    // No recovery: the fire CAS fails on CANCELLED and the owner frees the slot.
+    assert_eq!(fire_all(&mut adv, 10), [] as [u64; 0]);
+    assert_no_leak(&w, &mut adv);
+}
+
+#[test]
+fn owner_killed_in_its_handler_then_taken_over() {
+    let w = World::new(16);
+    let owner = w.attach(OWNER);
+    let mut adv = owner.advancer().unwrap();
+    for p in 0..5 {
+        owner.schedule_at(p + 1, p).unwrap();
+    }
+    let cancelled = owner.schedule_at(3, 99).unwrap();
+    adv.advance_to(3);
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        adv.turn(|p| {
+            if p == 1 {
+                panic!("killed while handling 1");
+            }
+        })
+    }));
+    assert!(r.is_err());
+    adv.crash();
+    w.kill(OWNER, owner);
+
+    let heir = w.attach(HEIR);
+    assert!(heir.cancel(cancelled), "cancel works with no owner");
+    let mut adv = heir.advancer().expect("takeover");
+    assert_eq!(adv.take_interrupted(), [1]);
+    // 0 fired before the crash; 2 is due; 3 and 4 later.
+    assert_eq!(fire_all(&mut adv, 3), [2]);
+    assert_eq!(fire_all(&mut adv, 10), [3, 4]);
+    let st = heir.stats();
+    assert_eq!((st.takeovers, st.interrupted), (1, 1), "{st:?}");
+    assert_no_leak(&w, &mut adv);
+}
+
+#[test]
+fn a_live_owner_is_never_displaced() {
+    let w = World::new(4);
+    let owner = w.attach(OWNER);
+    let adv = owner.advancer().unwrap();
+    let other = w.attach(HEIR);
+    match other.advancer() {
+        Err(Error::Busy { owner_pid }) => assert_eq!(owner_pid, OWNER),
+        r => panic!("{r:?}"),
+    }
+    drop(adv);
+    other.advancer().expect("free after the owner let go");
+}
+
+#[test]
+fn owner_notices_a_dead_process_by_itself() {
+    let w = World::new(8);
+    let owner = w.attach(OWNER);
+    let mut adv = owner.advancer().unwrap();
+    let victim = w.attach(VICTIM);
+    victim.schedule_crashing(CrashPoint::AfterClaim, 5, 1);
+    victim.schedule_crashing(CrashPoint::AfterArm, 5, 2);
+    w.kill(VICTIM, victim);
+    std::thread::sleep(Duration::from_millis(120));
+    assert_eq!(fire_all(&mut adv, 10), [2]);
+    assert_eq!(owner.stats().reclaimed, 1);
+    assert_no_leak(&w, &mut adv);
+}
+
+#[test]
+fn handles_of_another_set_are_rejected() {
+    let a = World::new(4);
+    let b = World::new(4);
+    let ca = a.attach(OWNER);
+    let cb = b.attach(OWNER);
+    let ha = ca.schedule_at(5, 1).unwrap();
+    let hb = cb.schedule_at(5, 2).unwrap();
+    // Same slot and generation in both sets; only the set id tells them apart.
+    assert_eq!(ha.to_u128() as u64, hb.to_u128() as u64);
+    assert!(!cb.cancel(ha));
+    assert!(!ca.cancel(hb));
+    let mut adv = cb.advancer().unwrap();
+    assert_eq!(fire_all(&mut adv, 5), [2]);
+    assert!(ca.cancel(tickwheel_percpu::shm::Handle::from_u128(ha.to_u128())));
+}
+
+#[test]
+fn cancel_races_fire_across_threads() {
+    // Threads stand in for processes: exactly one of "fired" and "cancel returned true".
+    for round in 0..200u64 {
+        let w = World::new(64);
+        let owner = w.attach(OWNER);
+        let mut adv = owner.advancer().unwrap();
+        let hs: Vec<_> = (0..32).map(|p| owner.schedule_at(1, p).unwrap()).collect();
+        adv.turn(|_| {});
+        let canceller = w.attach(VICTIM + round as u32);
+        let t = std::thread::spawn(move || {
+            hs.iter()
+                .enumerate()
+                .filter(|(_, h)| canceller.cancel(**h))
+                .map(|(p, _)| p as u64)
+                .collect::<Vec<_>>()
+        });
+        let mut fired = fire_all(&mut adv, 1);
+        let cancelled = t.join().unwrap();
+        fired.extend(cancelled);
+        fired.sort_unstable();
+        assert_eq!(fired, (0..32).collect::<Vec<_>>());
+        adv.turn(|p| panic!("{p} fired twice"));
+        assert_no_leak(&w, &mut adv);
+    }
+}
