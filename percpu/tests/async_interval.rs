@@ -65,7 +65,9 @@ fn delay_restarts_from_the_late_tick() {
         assert_eq!(late_due, first + P);
         // The next one is a period after the late tick was handed out, not on the old grid.
         assert!(seen[1].0 >= first + P * 9 / 2 && seen[1].0 <= late_seen + P);
-        assert_eq!(seen[2].0, seen[1].0 + P);
+        // A period after the tick was handed out, which a loaded machine may make later than
+        // the tick's own due time.
+        assert!(seen[2].0 >= seen[1].0 + P && seen[2].0 <= seen[1].1 + P);
         assert!(seen[1].1 >= seen[1].0);
     });
 }
