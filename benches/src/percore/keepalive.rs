@@ -28,9 +28,11 @@
 //!
 //! Phases are separated by spinning barriers during which a percpu thread keeps turning its base
 //! about every microsecond (a base that stopped draining its inbox would stall every core sending
-//! to it); the lock-based designs need nothing from an idle thread and just spin. The `InboxFull` and dropped-notice
-//! counts are the bases' own counters ([`tickwheel_percpu::BaseStats`]) read just before and
-//! just after the timed phase, so setup is not counted.
+//! to it); the lock-based designs need nothing from an idle thread and just spin. The
+//! `InboxFull` and dropped-notice counts are the bases' own counters
+//! ([`tickwheel_percpu::BaseStats`]) read just before and just after the timed phase, so setup is
+//! not counted; the [`Stalls`] are the runner's own count of remote refreshes that had to wait
+//! for room in an inbox, and for how long.
 //!
 //! # What was given up
 //! - The lock-based wheels are allocated by the spawning thread, as the percpu bases are; on this
@@ -38,6 +40,8 @@
 //! - A thread's rate is its own refreshes over its own timed phase; the aggregate is the sum of
 //!   the threads' rates. A thread that finishes first keeps idling (and, for percpu, turning)
 //!   while the others finish, as a server's core would.
+//! - Remote timers live on the next core only (a ring), so each core's timers have at most two
+//!   users; destinations spread over many cores are left to the projection in BENCHMARKS.md.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
