@@ -587,13 +587,13 @@ fn schedule_remote(
     }
 }
 
-/// The cross-core keepalive refresh of the percpu design: its one call site.
+/// The cross-core keepalive refresh of the percpu design.
 ///
-/// Today a remote re-arm is `Remote::reschedule_after` (cancel, then schedule a new timer through
-/// the owner's inbox, retried while that inbox is full: a stall, counted in `stalls`), which
-/// hands out a new handle. An
-/// in-place re-arm (`Remote::reset_after(h, delay) -> bool`, same handle) replaces the `match`
-/// below with `remote.reset_after(h, delay).then_some(h).ok_or_else(..)`.
+/// Today a remote re-arm is `Remote::reschedule_after`: cancel, then schedule a new timer through
+/// the owner's inbox (retried while that inbox is full: a stall, counted in `stalls`), which hands
+/// out a new handle. The marked line is the one call to change for an in-place re-arm
+/// (`Remote::reset_after(h, delay) -> bool`, same handle):
+/// `let refreshed = remote.reset_after(h, delay).then_some(h);`
 pub fn refresh_remote_percpu(
     base: &mut tickwheel_percpu::Base<u64>,
     remote: &tickwheel_percpu::Remote<u64>,
@@ -602,9 +602,26 @@ pub fn refresh_remote_percpu(
     value: u64,
     stalls: &mut Stalls,
 ) -> Result<Handle, String> {
-    let me = base.index();
+    // The remote refresh: the one call site.
+    let refreshed = reschedule_retrying(base, remote, h, delay, value, stalls)?;
+    refreshed.ok_or_else(|| {
+        let me = base.index();
+        format!("core {me}: remote timer on base {} lost", h.base())
+    })
+}
+
+/// `Remote::reschedule_after`, retrying the schedule half while the owner's inbox is full.
+/// `Ok(None)`: the old timer was no longer pending.
+fn reschedule_retrying(
+    base: &mut tickwheel_percpu::Base<u64>,
+    remote: &tickwheel_percpu::Remote<u64>,
+    h: Handle,
+    delay: Duration,
+    value: u64,
+    stalls: &mut Stalls,
+) -> Result<Option<Handle>, String> {
     match remote.reschedule_after(h, delay, value) {
-        Ok(h) => Ok(h),
+        Ok(h) => Ok(Some(h)),
         Err(RescheduleError::Schedule(e)) if e.is_inbox_full() => {
             let start = Instant::now();
             stalls.retries += 1;
@@ -614,9 +631,10 @@ pub fn refresh_remote_percpu(
             stalls.retries += after.retries;
             stalls.stalls += 1;
             stalls.stalled += start.elapsed();
-            Ok(h)
+            Ok(Some(h))
         }
-        Err(_) => Err(format!("core {me}: remote timer on base {} lost", h.base())),
+        Err(RescheduleError::NotPending(_)) => Ok(None),
+        Err(RescheduleError::Schedule(e)) => Err(format!("remote reschedule failed: {e}")),
     }
 }
 
