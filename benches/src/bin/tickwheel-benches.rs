@@ -651,7 +651,7 @@ fn scaling_threads(cores: usize) -> Vec<usize> {
 ///
 /// Rows: `percore_refresh` (percpu, per-core rate, as before), `percore_peers` (every design,
 /// aggregate rate), `percore_ns_per_op` (every design, per thread), and the percpu cross-core
-/// counters of the timed phase (`percore_inbox_full`, `percore_notices_dropped`,
+/// counters of the timed phase (`percore_inbox_full`,
 /// `percore_inbox_retries`, `percore_stalled_ms`).
 fn run_scaling(plan: &Plan) -> Vec<Row> {
     use percore::keepalive::{self, Design, Load};
@@ -685,7 +685,7 @@ fn run_scaling(plan: &Plan) -> Vec<Row> {
                     .collect();
                 let mut rates = vec![Vec::new(); designs.len()];
                 let mut ns = vec![Vec::new(); designs.len()];
-                let mut pressure = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
+                let mut pressure = [Vec::new(), Vec::new(), Vec::new()];
                 for rep in 0..reps {
                     load.seed = SEED + rep;
                     let mut sums = Vec::new();
@@ -704,9 +704,8 @@ fn run_scaling(plan: &Plan) -> Vec<Row> {
                         sums.push((design.name(), run.checksum));
                         if design == Design::Percpu {
                             pressure[0].push(run.backpressure.inbox_full as f64);
-                            pressure[1].push(run.backpressure.notices_dropped as f64);
-                            pressure[2].push(run.inbox_full_retries() as f64);
-                            pressure[3].push(run.stalled().as_secs_f64() * 1e3);
+                            pressure[1].push(run.inbox_full_retries() as f64);
+                            pressure[2].push(run.stalled().as_secs_f64() * 1e3);
                         }
                     }
                     eprintln!("{log}");
@@ -750,7 +749,6 @@ fn run_scaling(plan: &Plan) -> Vec<Row> {
                 let series = format!("{label}, {pop}");
                 for (section, samples) in [
                     "percore_inbox_full",
-                    "percore_notices_dropped",
                     "percore_inbox_retries",
                     "percore_stalled_ms",
                 ]
@@ -990,7 +988,7 @@ fn peer_tables(rows: &[Row]) -> String {
             "### per-core keepalive against locks, {pop} — million refreshes per second, all threads together (medians)\n"
         );
         md.push_str(
-            "| threads | remote | percpu | wheel/core + std Mutex | wheel/core + parking_lot | global Mutex | bare Wheel | percpu / std | percpu / parking_lot | percpu scaling | std Mutex scaling | InboxFull | notices dropped | stalled (ms) |\n",
+            "| threads | remote | percpu | wheel/core + std Mutex | wheel/core + parking_lot | global Mutex | bare Wheel | percpu / std | percpu / parking_lot | percpu scaling | std Mutex scaling | InboxFull | stalled (ms) |\n",
         );
         md.push_str("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for &t in &threads {
@@ -1013,7 +1011,7 @@ fn peer_tables(rows: &[Row]) -> String {
                 };
                 let _ = writeln!(
                     md,
-                    "| {t} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    "| {t} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                     label.trim_start_matches("remote "),
                     report::figure(p),
                     show(std_m),
@@ -1025,7 +1023,6 @@ fn peer_tables(rows: &[Row]) -> String {
                     scaling(Design::Percpu),
                     scaling(Design::StdMutexPerCore),
                     pressure("percore_inbox_full", label, pop, t),
-                    pressure("percore_notices_dropped", label, pop, t),
                     pressure("percore_stalled_ms", label, pop, t),
                 );
             }
@@ -1047,7 +1044,7 @@ fn peer_tables(rows: &[Row]) -> String {
             md,
             "### one keepalive refresh, local and remote — ns per refresh on each thread, turns included ({pair} threads; local: the 0% run; remote: 2·t(50%) − t(0%), and the 100% run)\n"
         );
-        md.push_str("| design | timers/core | local | remote | remote / local | all remote (100%) | 100% / local | InboxFull (100%) | notices dropped (100%) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+        md.push_str("| design | timers/core | local | remote | remote / local | all remote (100%) | 100% / local | InboxFull (100%) |\n|---|---|---:|---:|---:|---:|---:|---:|\n");
         for pop in &pops {
             for d in [
                 Design::Percpu,
@@ -1061,17 +1058,14 @@ fn peer_tables(rows: &[Row]) -> String {
                 if local.is_none() {
                     continue;
                 }
-                let (full, dropped) = if d == Design::Percpu {
-                    (
-                        pressure("percore_inbox_full", ALL_REMOTE.1, pop, pair),
-                        pressure("percore_notices_dropped", ALL_REMOTE.1, pop, pair),
-                    )
+                let full = if d == Design::Percpu {
+                    pressure("percore_inbox_full", ALL_REMOTE.1, pop, pair)
                 } else {
-                    ("–".to_string(), "–".to_string())
+                    "–".to_string()
                 };
                 let _ = writeln!(
                     md,
-                    "| {} | {} | {} | {} | {} | {} | {} | {full} | {dropped} |",
+                    "| {} | {} | {} | {} | {} | {} | {} | {full} |",
                     d.name(),
                     pop.trim_end_matches(" timers/core"),
                     show(local),
@@ -1143,29 +1137,24 @@ fn peer_tables(rows: &[Row]) -> String {
             "≤2x",
             r.is_some_and(|r| r <= 2.0),
         );
-        for (section, what) in [
-            ("percore_inbox_full", "InboxFull"),
-            ("percore_notices_dropped", "dropped cancel notices"),
-        ] {
-            // The largest count of any run of the table at this population (0%, 10% and 50%
-            // remote, every thread count and repetition; the 100% runs are shown with the cost).
-            let worst = rows
-                .iter()
-                .filter(|r| {
-                    r.section == section
-                        && r.series.ends_with(pop.as_str())
-                        && !r.series.starts_with(ALL_REMOTE.1)
-                })
-                .map(|r| r.max)
-                .reduce(f64::max);
-            line(
-                format!("percpu {what} in the timed phase (worst run)"),
-                pop,
-                worst.map(|w| format!("{w:.0}")),
-                "0",
-                worst == Some(0.0),
-            );
-        }
+        // The largest count of any run of the table at this population (0%, 10% and 50% remote,
+        // every thread count and repetition; the 100% runs are shown with the cost).
+        let worst = rows
+            .iter()
+            .filter(|r| {
+                r.section == "percore_inbox_full"
+                    && r.series.ends_with(pop.as_str())
+                    && !r.series.starts_with(ALL_REMOTE.1)
+            })
+            .map(|r| r.max)
+            .reduce(f64::max);
+        line(
+            "percpu InboxFull in the timed phase (worst run)".to_string(),
+            pop,
+            worst.map(|w| format!("{w:.0}")),
+            "0",
+            worst == Some(0.0),
+        );
     }
     if !targets.is_empty() {
         md.push_str("### targets of the cross-core path\n\n| target | timers/core | measured | goal | met |\n|---|---|---:|---:|---|\n");

@@ -28,9 +28,11 @@
 //!
 //! Phases are separated by spinning barriers during which a percpu thread keeps turning its base
 //! about every microsecond (a base that stopped draining its inbox would stall every core sending
-//! to it); the lock-based designs need nothing from an idle thread and just spin. The `InboxFull` and dropped-notice
-//! counts are the bases' own counters ([`tickwheel_percpu::BaseStats`]) read just before and
-//! just after the timed phase, so setup is not counted.
+//! to it); the lock-based designs need nothing from an idle thread and just spin. The
+//! `InboxFull` and dropped-notice counts are the bases' own counters
+//! ([`tickwheel_percpu::BaseStats`]) read just before and just after the timed phase, so setup is
+//! not counted; the [`Stalls`] are the runner's own count of remote refreshes that had to wait
+//! for room in an inbox, and for how long.
 //!
 //! # What was given up
 //! - The lock-based wheels are allocated by the spawning thread, as the percpu bases are; on this
@@ -38,6 +40,8 @@
 //! - A thread's rate is its own refreshes over its own timed phase; the aggregate is the sum of
 //!   the threads' rates. A thread that finishes first keeps idling (and, for percpu, turning)
 //!   while the others finish, as a server's core would.
+//! - Remote timers live on the next core only (a ring), so each core's timers have at most two
+//!   users; destinations spread over many cores are left to the projection in BENCHMARKS.md.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -195,17 +199,14 @@ impl Checksum {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Backpressure {
-    /// `BaseStats::inbox_full`: remote schedules refused for a full inbox or reserve.
+    /// `BaseStats::inbox_full`: remote schedules refused because the reserve was empty.
     pub inbox_full: u64,
-    /// `BaseStats::cancel_notices_dropped`: cancel notices that did not fit in an inbox.
-    pub notices_dropped: u64,
 }
 
 impl Backpressure {
     fn since(self, before: Backpressure) -> Backpressure {
         Backpressure {
             inbox_full: self.inbox_full - before.inbox_full,
-            notices_dropped: self.notices_dropped - before.notices_dropped,
         }
     }
 }
@@ -326,7 +327,6 @@ pub fn keepalive_scaling(design: Design, load: &Load) -> Result<Run, String> {
         run.cores.push(out.core);
         run.checksum.add(out.checksum);
         run.backpressure.inbox_full += out.backpressure.inbox_full;
-        run.backpressure.notices_dropped += out.backpressure.notices_dropped;
     }
     Ok(run)
 }
@@ -583,13 +583,9 @@ fn schedule_remote(
     }
 }
 
-/// The cross-core keepalive refresh of the percpu design: its one call site.
-///
-/// Today a remote re-arm is `Remote::reschedule_after` (cancel, then schedule a new timer through
-/// the owner's inbox, retried while that inbox is full: a stall, counted in `stalls`), which
-/// hands out a new handle. An
-/// in-place re-arm (`Remote::reset_after(h, delay) -> bool`, same handle) replaces the `match`
-/// below with `remote.reset_after(h, delay).then_some(h).ok_or_else(..)`.
+/// The cross-core keepalive refresh of the percpu design: `Remote::reset_after`, in place (the
+/// handle stays valid). It cannot be refused, so it never stalls; `value` and `stalls` stay in
+/// the signature the other designs share.
 pub fn refresh_remote_percpu(
     base: &mut tickwheel_percpu::Base<u64>,
     remote: &tickwheel_percpu::Remote<u64>,
@@ -598,6 +594,8 @@ pub fn refresh_remote_percpu(
     value: u64,
     stalls: &mut Stalls,
 ) -> Result<Handle, String> {
+    // The remote refresh: the one call site. In place, same handle; a later deadline sends the
+    // owner nothing, so nothing here can stall.
     let _ = (value, stalls);
     let me = base.index();
     remote
@@ -669,7 +667,6 @@ impl Worker for PercpuWorker {
         let stats = self.base.stats();
         Backpressure {
             inbox_full: stats.inbox_full,
-            notices_dropped: 0,
         }
     }
 }
