@@ -158,3 +158,19 @@ fn fires_in_deadline_order() {
     base.turn(|v| fired.push(v));
     assert_eq!(fired, [1, 2, 3, 4]);
 }
+
+#[test]
+fn coarse_slack_holds_after_a_quiet_stretch() {
+    // The base has not turned for 10 s (its fd was quiet); a 2 s timer scheduled now must still
+    // land within the mode's slack of 2 s (level 2, 64 ms buckets), not on the coarser level a
+    // 12 s delay from the wheel's last clock would pick (512 ms buckets).
+    let (mut base, clock) = one(Mode::Coarse);
+    base.schedule_after(Duration::from_secs(3600), 0).unwrap();
+    base.turn(|_| panic!("nothing due"));
+    clock.advance(Duration::from_secs(10));
+    base.schedule_after(Duration::from_secs(2), 1).unwrap();
+    clock.advance(Duration::from_millis(2_000 + 250)); // 2 s plus 12.5%
+    let mut got = Vec::new();
+    base.turn(|v| got.push(v));
+    assert_eq!(got, [1], "fired within 12.5% of its delay");
+}

@@ -217,6 +217,7 @@ impl<T: Send + 'static> Base<T> {
         };
         let tick = ns_to_tick_ceil(deadline_ns, self.tick_ns());
         let generation = self.shared().slots.arm_local(slot, tick);
+        self.forward_clock();
         match self.wheel.insert(tick, Entry { slot, value }) {
             Ok(id) => {
                 self.local[slot as usize] = Local {
@@ -281,20 +282,25 @@ impl<T: Send + 'static> Base<T> {
         if !self.owns(h) {
             return self.group.rearm(h, tick);
         }
-        if !self.shared().slots.rearm_local(h.slot, h.generation, tick) {
+        let Some(old) = self.shared().slots.rearm_local(h.slot, h.generation, tick) else {
             return false;
-        }
-        let local = self.local[h.slot as usize];
-        if let Some(id) = local.id
-            && tick < local.filed
-        {
-            self.move_earlier(h.slot, id, tick);
+        };
+        if tick < old {
+            // Earlier than before: the entry may be filed too late (the keepalive refresh, always
+            // later, stops above without reading the owner's per-slot record).
+            let local = self.local[h.slot as usize];
+            if let Some(id) = local.id
+                && tick < local.filed
+            {
+                self.move_earlier(h.slot, id, tick);
+            }
         }
         true
     }
 
     /// Moves a filed entry to an earlier tick.
     fn move_earlier(&mut self, slot: u32, id: TimerId, tick: u64) {
+        self.forward_clock();
         let moved = self.wheel.reset(id, tick);
         debug_assert!(moved, "slot {slot}: filed entry missing");
         self.local[slot as usize].filed = tick;
@@ -313,8 +319,11 @@ impl<T: Send + 'static> Base<T> {
     pub fn turn(&mut self, mut f: impl FnMut(T)) -> usize {
         self.begin_turn();
         let now_ns = self.read_clock();
+        // Fire first, so the wheel's clock is at now when the notices file their timers (a timer
+        // filed from a stale clock would land on a coarser level); then fire what they made due.
+        let mut fired = self.fire_due(now_ns, &mut f);
         self.take_notices();
-        let fired = self.fire_due(now_ns, &mut f);
+        fired += self.fire_due(now_ns, &mut f);
         self.refill_reserve();
         self.rearm(now_ns);
         self.end_turn();
@@ -343,6 +352,30 @@ impl<T: Send + 'static> Base<T> {
     fn read_clock(&mut self) -> u64 {
         self.now_ns = self.now_ns.max(self.group.timeline.now_ns());
         self.now_ns
+    }
+
+    /// Moves the wheel's clock up to the base's last clock reading if nothing is due by then, so
+    /// that a timer placed now is placed by its real delay: the wheel only moves its clock when
+    /// polled, and a base that has not turned for a while (its fd quiet) would otherwise place a
+    /// new timer as if its delay were longer, on a coarser level, later than the mode promises.
+    /// Costs a comparison when the wheel is current, one `next_expiry` when it is not.
+    fn forward_clock(&mut self) {
+        let now_tick = ns_to_tick_floor(self.now_ns, self.tick_ns());
+        if self.wheel.now() >= now_tick || self.wheel.next_expiry().is_some_and(|t| t <= now_tick) {
+            return;
+        }
+        // `next_expiry` is never later than the first timer to fire, so this poll fires nothing;
+        // should it ever, the timer is filed again as due rather than lost.
+        if let Some((_, entry)) = self.wheel.poll(now_tick) {
+            debug_assert!(false, "forwarding the clock fired slot {}", entry.slot);
+            let slot = entry.slot;
+            let id = self
+                .wheel
+                .insert(now_tick, entry)
+                .unwrap_or_else(|_| unreachable!());
+            self.local[slot as usize].id = Some(id);
+            self.local[slot as usize].filed = now_tick;
+        }
     }
 
     /// Takes every notice pushed since the last turn.

@@ -342,18 +342,20 @@ impl<T> SlotTable<T> {
         }
     }
 
-    /// Owner, local re-arm of its own pending timer: stores the deadline. True if `g` is pending.
-    pub fn rearm_local(&self, slot: u32, g: u32, tick: u64) -> bool {
-        let Some(r) = self.records.get(slot as usize) else {
-            return false;
-        };
+    /// Owner, local re-arm of its own pending timer: stores the deadline. Returns the deadline it
+    /// replaced, or `None` if `g` is not pending. A new deadline not earlier than the old one
+    /// needs nothing more (the wheel entry is at or before the old deadline, or a notice is
+    /// pending that moves it); an earlier one may need the entry moved.
+    pub fn rearm_local(&self, slot: u32, g: u32, tick: u64) -> Option<u64> {
+        let r = self.records.get(slot as usize)?;
         if !word::is_pending(r.word.load(Ordering::Relaxed), g) {
-            return false;
+            return None;
         }
-        // Relaxed: the owner reads it back itself; a remote re-arm racing with this store is
-        // ordered by whichever store lands last, and each caller is told the timer was pending.
+        // Relaxed: the owner reads it back itself; a remote re-arm racing with this load and store
+        // is ordered by whichever store lands last, and each caller is told the timer was pending.
+        let old = r.deadline.load(Ordering::Relaxed);
         r.deadline.store(tick, Ordering::Relaxed);
-        true
+        Some(old)
     }
 
     /// Owner, for a wheel entry that came due at `now_tick`: fire, re-file or reclaim.
@@ -649,7 +651,7 @@ mod tests {
         let t = SlotTable::<u8>::new(1);
         assert_eq!(t.cancel(5, 0), Cancel::Lost);
         assert_eq!(t.rearm(5, 0, 1), Rearm::Lost);
-        assert!(!t.rearm_local(5, 0, 1));
+        assert_eq!(t.rearm_local(5, 0, 1), None);
         assert_eq!(t.cancel_local(5, 0), None);
     }
 
