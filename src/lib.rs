@@ -96,6 +96,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod buckets;
 mod builder;
 mod geometry;
 mod slab;

@@ -18,18 +18,17 @@
 //! Invariants:
 //! - an entry is occupied iff it is on exactly one bucket list, the one named by its `bucket`;
 //! - an entry is vacant iff it is on the free list;
-//! - a bucket's bit is set in `occupied` (per level) iff its list is non-empty (`wheel.rs` keeps
+//! - a bucket's bit is set in `occupied` (per level) iff its list is non-empty (`buckets.rs` keeps
 //!   the bitmaps, this file reports when a list becomes empty or non-empty).
 //!
 //! Given up: indices are `u32`, so one wheel holds at most `u32::MAX - 1` timers.
 
 use std::num::NonZeroU32;
 
+use crate::buckets::Bucket;
+
 /// End of a list, and "no entry".
 pub(crate) const NIL: u32 = u32::MAX;
-
-/// A list identifier: `level * 64 + slot` for wheel buckets, then the two special lists.
-pub(crate) type Bucket = u32;
 
 /// Lists per bucket; a power of two.
 const CHAINS: usize = 4;
@@ -51,7 +50,7 @@ pub(crate) struct Detached {
 #[derive(Debug)]
 pub(crate) struct Entry<T> {
     /// Bumped every time the entry is freed; a `TimerId` must match it.
-    pub(crate) generation: u32,
+    generation: u32,
     /// Next entry on the bucket list (occupied) or on the free list (vacant).
     next: u32,
     pub(crate) timer: Option<Timer<T>>,
@@ -77,7 +76,7 @@ impl<T> Timer<T> {
 /// Entries, the free list and the heads of all bucket lists.
 #[derive(Debug)]
 pub(crate) struct Slab<T> {
-    pub(crate) entries: Vec<Entry<T>>,
+    entries: Vec<Entry<T>>,
     /// `CHAINS` list heads per bucket.
     heads: Vec<u32>,
     free_head: u32,
@@ -144,6 +143,12 @@ impl<T> Slab<T> {
             return None;
         }
         entry.timer.as_mut()
+    }
+
+    /// The generation of entry `index`.
+    #[inline]
+    pub(crate) fn generation(&self, index: u32) -> u32 {
+        self.entries[index as usize].generation
     }
 
     /// The pending timer at `index`, which the caller knows is occupied.

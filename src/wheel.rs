@@ -3,9 +3,11 @@
 //! ## Model
 //! `clock` is the last tick the wheel has been advanced to. Every pending timer is on exactly one
 //! list (`slab.rs`): a wheel bucket (`level * 64 + slot`), `DUE` (expiry already reached), or
-//! `OVERFLOW` (beyond the top level). Per level, one `u64` says which buckets are non-empty.
+//! `OVERFLOW` (beyond the top level). `buckets.rs` owns the lists and their summaries (per level,
+//! one `u64` of non-empty buckets and one of frozen ones); this file only says where a timer goes
+//! and when a bucket is due.
 //!
-//! A bucket whose expiry the clock has reached is *frozen* (a second bitmap): its timers are
+//! A bucket whose expiry the clock has reached is *frozen*: its timers are
 //! handed out one by one straight from its list, so firing touches each timer once.
 //! `poll(now)` pops `DUE`, then a frozen bucket, and otherwise moves the clock:
 //! - Exact goes event by event, in time order: the earliest occupied slot is frozen (level 0) or
@@ -43,15 +45,12 @@
 //!   next sweep; the sweep that finds nothing costs one walk of the overflow list.
 //! - A sweep walks the whole overflow list. It is meant for rare, very long timers.
 
+use crate::buckets::{Bucket, Buckets, level_and_slot, wheel_bucket};
 use crate::geometry::{
-    self, SLOT_BITS, SLOT_MASK, SLOTS, granularity_shift, granules_ceil, granules_to_tick,
-    level_for, level_for_delay, level_span_ticks, round_up, slot_for, slot_start, top_block_start,
+    self, SLOTS, granularity_shift, granules_ceil, granules_to_tick, level_for, level_for_delay,
+    level_span_ticks, round_up, slot_for, slot_of_granule, slot_start, top_block_start,
 };
-use crate::slab::{Bucket, NIL, Slab};
 use crate::{Builder, Full, Mode, Stats, TimerId};
-
-/// Highest number of levels either mode supports.
-pub(crate) const MAX_LEVELS: usize = geometry::COARSE_MAX_LEVELS;
 
 /// What the drain does next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,13 +85,8 @@ pub struct Wheel<T> {
     mode: Mode,
     levels: usize,
     clock: u64,
-    slab: Slab<T>,
-    /// Bit `s` of `occupied[n]` is set iff bucket `n * 64 + s` is non-empty.
-    occupied: [u64; MAX_LEVELS],
-    /// Bit `s` of `frozen[n]` is set iff bucket `n * 64 + s` is non-empty and due.
-    frozen: [u64; MAX_LEVELS],
-    /// Lower bound of the expiries on the overflow list (meaningful only when it is non-empty).
-    overflow_bound: u64,
+    /// The timers, their lists, and which lists are occupied or frozen.
+    buckets: Buckets<T>,
     capacity: Option<usize>,
     stats: Stats,
     /// Expiry of the last timer fired, to check the order invariant in debug builds.
@@ -123,16 +117,12 @@ impl<T> Wheel<T> {
         start: u64,
         generation_seed: u32,
     ) -> Self {
-        let buckets = levels * SLOTS + 2;
         let reserve = capacity.unwrap_or(0);
         Wheel {
             mode,
             levels,
             clock: start,
-            slab: Slab::new(buckets, reserve, generation_seed),
-            occupied: [0; MAX_LEVELS],
-            frozen: [0; MAX_LEVELS],
-            overflow_bound: u64::MAX,
+            buckets: Buckets::new(levels, reserve, generation_seed),
             capacity,
             stats: Stats::default(),
             #[cfg(debug_assertions)]
@@ -147,14 +137,13 @@ impl<T> Wheel<T> {
     /// is full, the value is handed back in [`Full`].
     #[inline]
     pub fn insert(&mut self, deadline: u64, value: T) -> Result<TimerId, Full<T>> {
-        if self.capacity.is_some_and(|cap| self.slab.len() >= cap) {
+        if self.capacity.is_some_and(|cap| self.buckets.len() >= cap) {
             return Err(Full(value));
         }
         let (bucket, expiry) = self.locate(deadline);
-        let Some((index, generation, was_empty)) = self.slab.insert(bucket, expiry, value) else {
+        let Some((index, generation)) = self.buckets.insert(bucket, expiry, value) else {
             unreachable!("u32 index space exhausted before capacity was reached");
         };
-        self.note_linked(bucket, was_empty, expiry);
         self.stats.inserted += 1;
         Ok(TimerId { index, generation })
     }
@@ -162,9 +151,8 @@ impl<T> Wheel<T> {
     /// Removes a pending timer and returns its value; `None` if `id` is stale or foreign.
     #[inline]
     pub fn cancel(&mut self, id: TimerId) -> Option<T> {
-        self.slab.get(id.index, id.generation)?;
-        let (value, bucket, now_empty) = self.slab.remove(id.index);
-        self.note_unlinked(bucket, now_empty);
+        self.buckets.get(id.index, id.generation)?;
+        let (value, _) = self.buckets.remove(id.index);
         self.stats.cancelled += 1;
         Some(value)
     }
@@ -174,56 +162,50 @@ impl<T> Wheel<T> {
     /// When the new expiry falls in the timer's current bucket, only the expiry changes.
     #[inline]
     pub fn reset(&mut self, id: TimerId, deadline: u64) -> bool {
-        let Some(timer) = self.slab.get(id.index, id.generation) else {
+        let Some(timer) = self.buckets.get(id.index, id.generation) else {
             return false;
         };
         self.stats.resets += 1;
         if self.mode == Mode::Exact
             && deadline >= timer.expiry
-            && (timer.bucket() as usize) < self.levels * SLOTS
+            && self.buckets.is_wheel(timer.bucket())
         {
             // A later deadline (the keepalive refresh) only rewrites the expiry: the timer stays
             // in its slot, which now comes due early, and the drain places it again then. One
             // entry touched instead of three.
-            self.slab.timer_mut(id.index).expiry = deadline;
+            self.buckets.set_expiry(id.index, deadline);
             self.stats.resets_deferred += 1;
             return true;
         }
         // Locate first: thawing a frozen bucket may move this very timer to `DUE`.
         let (bucket, expiry) = self.locate(deadline);
-        let old_bucket = self.slab.timer(id.index).bucket();
-        if bucket == old_bucket {
-            self.slab.timer_mut(id.index).expiry = expiry;
-            if bucket == self.overflow_bucket() {
-                self.overflow_bound = self.overflow_bound.min(expiry);
-            }
+        if bucket == self.buckets.timer(id.index).bucket() {
+            self.buckets.set_expiry(id.index, expiry);
             self.stats.resets_in_place += 1;
             return true;
         }
-        let (old, now_empty, was_empty) = self.slab.relink(id.index, bucket, expiry);
-        self.note_unlinked(old, now_empty);
-        self.note_linked(bucket, was_empty, expiry);
+        self.buckets.relink(id.index, bucket, expiry);
         true
     }
 
     /// The tick a pending timer fires at; `None` if `id` is stale or foreign.
     #[inline]
     pub fn expiry(&self, id: TimerId) -> Option<u64> {
-        self.slab
+        self.buckets
             .get(id.index, id.generation)
             .map(|timer| timer.expiry)
     }
 
     /// A shared reference to a pending timer's value.
     pub fn get(&self, id: TimerId) -> Option<&T> {
-        self.slab
+        self.buckets
             .get(id.index, id.generation)
             .map(|timer| &timer.value)
     }
 
     /// A mutable reference to a pending timer's value.
     pub fn get_mut(&mut self, id: TimerId) -> Option<&mut T> {
-        self.slab
+        self.buckets
             .get_mut(id.index, id.generation)
             .map(|timer| &mut timer.value)
     }
@@ -243,13 +225,12 @@ impl<T> Wheel<T> {
             self.advance_coarse(now);
         }
         loop {
-            let due = self.slab.pop_candidate(self.due_bucket());
-            if due != NIL {
+            if let Some(due) = self.buckets.candidate(self.buckets.due()) {
                 return Some(self.fire(due));
             }
-            if let Some(bucket) = self.first_frozen() {
-                let index = self.slab.pop_candidate(bucket);
-                if self.slab.timer(index).expiry > self.clock {
+            if let Some(bucket) = self.buckets.first_frozen() {
+                let index = self.buckets.candidate(bucket).expect("frozen is occupied");
+                if self.buckets.timer(index).expiry > self.clock {
                     // Exact: re-armed to a later deadline after it was placed.
                     self.place_again(index);
                     continue;
@@ -261,7 +242,7 @@ impl<T> Wheel<T> {
                     Mode::Exact => {
                         self.clock = self.clock.max(at);
                         match event {
-                            Event::Fire(bucket) => self.freeze(bucket),
+                            Event::Fire(bucket) => self.buckets.freeze(bucket),
                             Event::Cascade(bucket) => self.cascade(bucket),
                             Event::Sweep => self.sweep(),
                         }
@@ -290,11 +271,14 @@ impl<T> Wheel<T> {
     /// After a drain to `now` it is `> now`. In Coarse mode it is the earliest bucket's expiry
     /// exactly; in Exact mode a higher level reports the start of its earliest slot.
     pub fn next_expiry(&self) -> Option<u64> {
-        if !self.slab.is_empty(self.due_bucket()) || self.first_frozen().is_some() {
+        if !self.buckets.is_empty(self.buckets.due()) || self.buckets.first_frozen().is_some() {
             return Some(self.clock);
         }
         let wheel = self.next_wheel_event().map(|(at, _)| at);
-        let overflow = self.has_overflow().then_some(self.overflow_bound);
+        let overflow = self
+            .buckets
+            .has_overflow()
+            .then_some(self.buckets.overflow_bound());
         match (wheel, overflow) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -308,12 +292,12 @@ impl<T> Wheel<T> {
 
     /// The number of pending timers.
     pub fn len(&self) -> usize {
-        self.slab.len()
+        self.buckets.len()
     }
 
     /// True if no timer is pending.
     pub fn is_empty(&self) -> bool {
-        self.slab.len() == 0
+        self.buckets.len() == 0
     }
 
     /// The most timers the wheel holds at once, if it is bounded.
@@ -338,10 +322,7 @@ impl<T> Wheel<T> {
 
     /// Drops every pending timer; the clock and the counters stay, every old id becomes stale.
     pub fn clear(&mut self) {
-        self.slab.clear();
-        self.occupied = [0; MAX_LEVELS];
-        self.frozen = [0; MAX_LEVELS];
-        self.overflow_bound = u64::MAX;
+        self.buckets.clear();
     }
 
     // ---- placement ------------------------------------------------------------------------
@@ -350,13 +331,13 @@ impl<T> Wheel<T> {
     #[inline]
     fn place(&self, deadline: u64) -> (Bucket, u64) {
         if deadline <= self.clock {
-            return (self.due_bucket(), self.clock);
+            return (self.buckets.due(), self.clock);
         }
         let placed = match self.mode {
             Mode::Exact => {
                 let level = level_for(self.clock, deadline);
                 if level >= self.levels {
-                    return (self.overflow_bucket(), deadline);
+                    return (self.buckets.overflow(), deadline);
                 }
                 (wheel_bucket(level, slot_for(deadline, level)), deadline)
             }
@@ -364,12 +345,14 @@ impl<T> Wheel<T> {
                 let level = level_for_delay(deadline - self.clock);
                 if level >= self.levels {
                     let top = granularity_shift(self.levels - 1);
-                    return (self.overflow_bucket(), round_up(deadline, top));
+                    return (self.buckets.overflow(), round_up(deadline, top));
                 }
                 let shift = granularity_shift(level);
                 let granule = granules_ceil(deadline, shift);
-                let slot = (granule & SLOT_MASK) as usize;
-                (wheel_bucket(level, slot), granules_to_tick(granule, shift))
+                (
+                    wheel_bucket(level, slot_of_granule(granule)),
+                    granules_to_tick(granule, shift),
+                )
             }
         };
         debug_assert!(
@@ -383,7 +366,7 @@ impl<T> Wheel<T> {
     #[inline]
     fn locate(&mut self, deadline: u64) -> (Bucket, u64) {
         let (bucket, expiry) = self.place(deadline);
-        if self.is_frozen(bucket) {
+        if self.buckets.is_frozen(bucket) {
             debug_assert_eq!(
                 self.mode,
                 Mode::Coarse,
@@ -394,81 +377,22 @@ impl<T> Wheel<T> {
         (bucket, expiry)
     }
 
-    fn is_frozen(&self, bucket: Bucket) -> bool {
-        let (level, slot) = (bucket as usize >> SLOT_BITS, bucket as usize & (SLOTS - 1));
-        level < self.levels && self.frozen[level] >> slot & 1 == 1
-    }
-
-    fn first_frozen(&self) -> Option<Bucket> {
-        let (level, bits) = self.frozen[..self.levels]
-            .iter()
-            .enumerate()
-            .find(|(_, bits)| **bits != 0)?;
-        Some(wheel_bucket(level, bits.trailing_zeros() as usize))
-    }
-
-    fn freeze(&mut self, bucket: Bucket) {
-        self.frozen[bucket as usize >> SLOT_BITS] |= 1 << (bucket as usize & (SLOTS - 1));
-    }
-
     /// Moves a frozen bucket's timers to `DUE`, keeping their expiries, so the bucket can take a
     /// timer of a later window.
     fn thaw(&mut self, bucket: Bucket) {
-        let due = self.due_bucket();
-        let mut detached = self.slab.take_list(bucket);
-        self.note_unlinked(bucket, true);
-        while let Some(index) = self.slab.pop_detached(&mut detached) {
-            let expiry = self.slab.timer(index).expiry;
-            self.slab.push_detached(due, index, expiry);
-        }
-    }
-
-    fn due_bucket(&self) -> Bucket {
-        (self.levels * SLOTS) as Bucket
-    }
-
-    fn overflow_bucket(&self) -> Bucket {
-        (self.levels * SLOTS + 1) as Bucket
-    }
-
-    fn has_overflow(&self) -> bool {
-        !self.slab.is_empty(self.overflow_bucket())
-    }
-
-    /// Keeps bitmaps and the overflow bound in step after a timer joined `bucket`.
-    #[inline]
-    fn note_linked(&mut self, bucket: Bucket, was_empty: bool, expiry: u64) {
-        if (bucket as usize) < self.levels * SLOTS {
-            if was_empty {
-                self.occupied[bucket as usize >> SLOT_BITS] |= 1 << (bucket as usize & (SLOTS - 1));
-            }
-        } else if bucket == self.overflow_bucket() {
-            self.overflow_bound = if was_empty {
-                expiry
-            } else {
-                self.overflow_bound.min(expiry)
-            };
-        }
-    }
-
-    /// Keeps bitmaps in step after a timer left `bucket`.
-    #[inline]
-    fn note_unlinked(&mut self, bucket: Bucket, now_empty: bool) {
-        if now_empty && (bucket as usize) < self.levels * SLOTS {
-            let (level, bit) = (
-                bucket as usize >> SLOT_BITS,
-                1 << (bucket as usize & (SLOTS - 1)),
-            );
-            self.occupied[level] &= !bit;
-            self.frozen[level] &= !bit;
+        let due = self.buckets.due();
+        let mut detached = self.buckets.take(bucket);
+        while let Some(index) = self.buckets.next_detached(&mut detached) {
+            let expiry = self.buckets.timer(index).expiry;
+            self.buckets.link_detached(due, index, expiry);
         }
     }
 
     // ---- the drain ------------------------------------------------------------------------
 
     fn fire(&mut self, index: u32) -> (TimerId, T) {
-        let generation = self.slab.entries[index as usize].generation;
-        let expiry = self.slab.timer(index).expiry;
+        let generation = self.buckets.generation(index);
+        let expiry = self.buckets.timer(index).expiry;
         debug_assert!(
             expiry <= self.clock,
             "never early: expiry {expiry} at clock {}",
@@ -482,8 +406,7 @@ impl<T> Wheel<T> {
             }
             self.last_fired = expiry;
         }
-        let (value, bucket, now_empty) = self.slab.remove(index);
-        self.note_unlinked(bucket, now_empty);
+        let (value, _) = self.buckets.remove(index);
         self.stats.fired += 1;
         (TimerId { index, generation }, value)
     }
@@ -491,11 +414,11 @@ impl<T> Wheel<T> {
     /// The earliest event, if any.
     fn next_event(&self) -> Option<(u64, Event)> {
         let wheel = self.next_wheel_event();
-        if !self.has_overflow() {
+        if !self.buckets.has_overflow() {
             return wheel;
         }
         let sweep_at = match self.mode {
-            Mode::Exact => top_block_start(self.overflow_bound, self.levels),
+            Mode::Exact => top_block_start(self.buckets.overflow_bound(), self.levels),
             Mode::Coarse => self.coarse_sweep_tick(),
         }
         .max(self.clock);
@@ -514,18 +437,10 @@ impl<T> Wheel<T> {
     }
 
     fn next_exact_event(&self) -> Option<(u64, Event)> {
-        let (level, occupied) = self.occupied[..self.levels]
-            .iter()
-            .enumerate()
-            .find(|(_, bits)| **bits != 0)?;
-        let clock_digit = slot_for(self.clock, level);
-        debug_assert_eq!(
-            occupied & ((1u64 << clock_digit) - 1),
-            0,
-            "Exact level {level} has a slot behind the clock {}",
-            self.clock
-        );
-        let slot = (occupied >> clock_digit).trailing_zeros() as usize + clock_digit;
+        // Every occupied slot is at or after the clock's digit on its level.
+        let (level, slot) = self
+            .buckets
+            .first_occupied(|level| slot_for(self.clock, level))?;
         let at = slot_start(self.clock, level, slot);
         let bucket = wheel_bucket(level, slot);
         Some((
@@ -541,19 +456,19 @@ impl<T> Wheel<T> {
     fn next_coarse_event(&self) -> Option<(u64, Event)> {
         let mut best: Option<(u64, Event)> = None;
         for level in 0..self.levels {
-            let occupied = self.occupied[level] & !self.frozen[level];
-            if occupied == 0 {
-                continue;
-            }
             let shift = granularity_shift(level);
             let first_granule = granules_ceil(self.clock, shift);
-            let offset = occupied
-                .rotate_right((first_granule & 63) as u32)
-                .trailing_zeros();
-            let at = granules_to_tick(first_granule + u64::from(offset), shift);
+            let Some(offset) = self
+                .buckets
+                .first_live_after(level, slot_of_granule(first_granule))
+            else {
+                continue;
+            };
+            let granule = first_granule + u64::from(offset);
+            let at = granules_to_tick(granule, shift);
             if best.is_none_or(|(earliest, _)| at < earliest) {
-                let slot = ((first_granule + u64::from(offset)) & 63) as usize;
-                best = Some((at, Event::Fire(wheel_bucket(level, slot))));
+                let bucket = wheel_bucket(level, slot_of_granule(granule));
+                best = Some((at, Event::Fire(bucket)));
             }
         }
         best
@@ -574,18 +489,13 @@ impl<T> Wheel<T> {
             if last_granule < first_granule {
                 continue;
             }
-            let rotation = (first_granule & 63) as u32;
-            let reached = last_granule - first_granule;
-            let window = if reached >= 63 {
-                u64::MAX
-            } else {
-                (2u64 << reached) - 1
-            };
-            let live = self.occupied[level] & !self.frozen[level];
-            self.frozen[level] |= (live.rotate_right(rotation) & window).rotate_left(rotation);
+            // Granules `first..=last`, at most one lap of the 64 slots.
+            let reached = (last_granule - first_granule).min(SLOTS as u64 - 1) as u32 + 1;
+            self.buckets
+                .freeze_run(level, slot_of_granule(first_granule), reached);
         }
         self.clock = now;
-        if self.has_overflow() && self.coarse_sweep_tick() <= now {
+        if self.buckets.has_overflow() && self.coarse_sweep_tick() <= now {
             self.sweep();
         }
     }
@@ -593,95 +503,86 @@ impl<T> Wheel<T> {
     fn coarse_sweep_tick(&self) -> u64 {
         // Half the top level's span early: every sweep then places at least the earliest
         // timer, and the next sweep is at least half a span later.
-        self.overflow_bound
+        self.buckets
+            .overflow_bound()
             .saturating_sub(level_span_ticks(self.levels - 1) / 2)
     }
 
     /// Exact mode: moves a timer whose expiry was pushed back by `reset` to where it now belongs.
     fn place_again(&mut self, index: u32) {
-        let expiry = self.slab.timer(index).expiry;
+        let expiry = self.buckets.timer(index).expiry;
         let (to, placed) = self.place(expiry);
-        let (from, now_empty, was_empty) = self.slab.relink(index, to, placed);
-        self.note_unlinked(from, now_empty);
-        self.note_linked(to, was_empty, placed);
+        self.buckets.relink(index, to, placed);
         self.stats.cascades += 1;
     }
 
     /// Exact mode: re-places every timer of a slot relative to the clock (the slot's start).
     fn cascade(&mut self, bucket: Bucket) {
-        self.note_unlinked(bucket, true);
-        let mut detached = self.slab.take_list(bucket);
-        while let Some(index) = self.slab.pop_detached(&mut detached) {
-            let expiry = self.slab.timer(index).expiry;
+        let mut detached = self.buckets.take(bucket);
+        while let Some(index) = self.buckets.next_detached(&mut detached) {
+            let expiry = self.buckets.timer(index).expiry;
             // Down a level at least, unless `reset` pushed the expiry past this slot.
             let (to, placed) = self.place(expiry);
             debug_assert_eq!(placed, expiry, "Exact expiry is fixed");
-            let was_empty = self.slab.push_detached(to, index, placed);
-            self.note_linked(to, was_empty, placed);
+            self.buckets.link_detached(to, index, placed);
             self.stats.cascades += 1;
         }
     }
 
     /// Places every overflow timer that is now in range; recomputes the bound of the rest.
     fn sweep(&mut self) {
-        let overflow = self.overflow_bucket();
-        let mut detached = self.slab.take_list(overflow);
-        let mut bound = u64::MAX;
-        while let Some(index) = self.slab.pop_detached(&mut detached) {
-            let expiry = self.slab.timer(index).expiry;
+        let overflow = self.buckets.overflow();
+        let mut detached = self.buckets.take(overflow);
+        while let Some(index) = self.buckets.next_detached(&mut detached) {
+            let expiry = self.buckets.timer(index).expiry;
             let (to, placed) = self.locate(expiry);
             debug_assert!(
-                placed == expiry || to == self.due_bucket(),
+                placed == expiry || to == self.buckets.due(),
                 "overflow keeps its expiry"
             );
-            let was_empty = self.slab.push_detached(to, index, expiry);
-            if to == overflow {
-                bound = bound.min(expiry);
-            } else {
-                self.note_linked(to, was_empty, expiry);
+            // Linking back onto the overflow list recomputes its bound.
+            self.buckets.link_detached(to, index, expiry);
+            if to != overflow {
                 self.stats.cascades += 1;
             }
         }
-        self.overflow_bound = bound;
     }
 
     /// Walks every list and panics with a description if an invariant does not hold. O(timers);
     /// meant for tests.
     #[doc(hidden)]
     pub fn check_invariants(&self) {
+        self.buckets.check_bitmaps();
         let mut seen = 0;
         for bucket in 0..(self.levels * SLOTS + 2) as Bucket {
-            let members = self.slab.members(bucket);
-            let level = bucket as usize / SLOTS;
-            if level < self.levels {
-                let bit = self.occupied[level] >> (bucket as usize % SLOTS) & 1 == 1;
-                assert_eq!(bit, !members.is_empty(), "bitmap of bucket {bucket}");
-                let frozen = self.frozen[level] >> (bucket as usize % SLOTS) & 1 == 1;
-                assert!(!frozen || bit, "frozen bucket {bucket} is occupied");
-            }
-            for index in members {
+            for index in self.buckets.members(bucket) {
                 seen += 1;
-                let timer = self.slab.timer(index);
+                let timer = self.buckets.timer(index);
                 assert_eq!(timer.bucket(), bucket, "entry {index} records its bucket");
-                if bucket == self.overflow_bucket() {
-                    assert!(timer.expiry >= self.overflow_bound, "overflow bound");
-                } else if level < self.levels && self.is_frozen(bucket) {
+                if bucket == self.buckets.overflow() {
+                    let bound = self.buckets.overflow_bound();
+                    assert!(timer.expiry >= bound, "overflow bound");
+                } else if self.buckets.is_frozen(bucket) {
                     assert!(timer.expiry <= self.clock, "frozen bucket {bucket} is due");
-                } else if level < self.levels {
-                    self.check_placement(level, bucket, timer.expiry);
+                } else if self.buckets.is_wheel(bucket) {
+                    self.check_placement(bucket, timer.expiry);
                 }
             }
         }
-        assert_eq!(seen, self.slab.len(), "every pending timer is on one list");
+        assert_eq!(
+            seen,
+            self.buckets.len(),
+            "every pending timer is on one list"
+        );
     }
 
-    fn check_placement(&self, level: usize, bucket: Bucket, expiry: u64) {
+    fn check_placement(&self, bucket: Bucket, expiry: u64) {
         assert!(
             expiry >= self.clock,
             "bucket {bucket}: expiry {expiry} behind clock {}",
             self.clock
         );
-        let slot = bucket as usize % SLOTS;
+        let (level, slot) = level_and_slot(bucket);
         match self.mode {
             Mode::Exact => {
                 // The slot is not behind the clock, and comes due no later than its timers
@@ -719,10 +620,6 @@ impl<T> Default for Wheel<T> {
     fn default() -> Self {
         Wheel::new(Mode::Coarse)
     }
-}
-
-fn wheel_bucket(level: usize, slot: usize) -> Bucket {
-    (level * SLOTS + slot) as Bucket
 }
 
 /// The iterator returned by [`Wheel::drain`].
