@@ -40,11 +40,13 @@
 //!
 //! 64 buckets a level, level `n` has a granularity of `8^n` ticks and holds delays below
 //! `63 * 8^n`, the level Linux's `calc_wheel_index` picks. The deadline is rounded *up* to the
-//! level's granularity, so a timer never fires early and never moves after it is placed. Given
-//! up: precision. The slack is below one granule, at most 8/63 (about 12.5%) of the delay, and
-//! never more than Linux gives for the same delay (Linux is always at least one tick late). For a
-//! keepalive that is reset on every request, this is the right trade: a reset that lands in the
-//! same bucket only rewrites the expiry, and nothing is ever cascaded.
+//! level's granularity, so a timer never fires early and is never cascaded. Given up: precision.
+//! The slack is below one granule, at most 8/63 (about 12.5%) of the delay, and never more than
+//! Linux gives for the same delay (Linux is always at least one tick late). For a keepalive that
+//! is reset on every request, this is the right trade. A reset to a later expiry (the keepalive
+//! refresh) only rewrites it, as in Exact mode: the timer stays in its bucket and is placed again
+//! when that bucket comes due. Given up for that: [`Wheel::next_expiry`] may name such a bucket,
+//! a wake-up that fires nothing, at most once per bucket that timers were pushed out of.
 //!
 //! Levels for a 1 ms tick (the default is 9 levels, as Linux with HZ > 100; up to 20):
 //!
@@ -170,9 +172,11 @@ pub struct Stats {
     pub resets: u64,
     /// Resets that stayed in their bucket and only rewrote the expiry.
     pub resets_in_place: u64,
-    /// Exact resets to a later deadline that only rewrote the expiry; the timer is placed again
-    /// when its old slot comes due (counted in `cascades` then).
+    /// Resets to a later expiry in another bucket that only rewrote the expiry; the timer is
+    /// placed again when its old bucket comes due (counted in `replaced` then).
     pub resets_deferred: u64,
     /// Timers moved down a level (Exact) or out of the overflow list (both modes).
     pub cascades: u64,
+    /// Timers placed again when the bucket they were deferred in came due.
+    pub replaced: u64,
 }

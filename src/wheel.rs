@@ -26,21 +26,29 @@
 //! - Every timer in a wheel bucket has `expiry >= clock`.
 //! - Exact: a slot on level `n` shares every digit above `n` with `clock`, its index is not below
 //!   clock's digit `n`, and its timers expire at or after its start. So the lowest non-empty level
-//!   holds the earliest event, and timers leave a drain in non-decreasing expiry order. Each cascade lowers a level: at most `levels - 1`
-//!   per placement. A reset to a later deadline leaves the timer where it is (its slot then comes
-//!   due no later than the timer), and the drain places it again when the slot comes due.
-//! - Coarse: a timer's bucket never changes once placed (no cascading). On level `n` the occupied
-//!   bucket `i` stands for the unique granule `g` in `[ceil(clock / 8^n), ceil(clock / 8^n) + 63]`
-//!   with `g % 64 == i`; insertion keeps every timer inside that window (`delay < 63 * 8^n`).
-//! - A frozen bucket has `expiry <= clock` and is not in any window; in Coarse mode a new timer
-//!   whose bucket index collides with a frozen bucket thaws it first (moves its timers to `DUE`).
+//!   holds the earliest event, and timers leave a drain in non-decreasing expiry order. Each
+//!   cascade lowers a level: at most `levels - 1` per placement.
+//! - Coarse: no cascading; a timer moves only when a reset moves it or when the bucket a reset
+//!   deferred it in comes due. On level `n` the occupied bucket `i` stands for the unique granule
+//!   `g` in `[ceil(clock / 8^n), ceil(clock / 8^n) + 63]` with `g % 64 == i`; placement keeps
+//!   every timer inside that window (`delay < 63 * 8^n`), at that granule's tick.
+//! - Deferred resets (both modes): a reset to a later expiry leaves the timer where it is, so a
+//!   bucket's timers expire at or after its tick, never before. When the bucket comes due, a
+//!   timer whose expiry is still ahead of the clock is placed again instead of fired.
+//! - A frozen bucket's tick is `<= clock` and it is not in any window; its timers are due or
+//!   deferred. In Coarse mode a new timer whose bucket index collides with a frozen bucket thaws
+//!   it first: due timers go to `DUE`, deferred ones are placed again.
 //! - `OVERFLOW` timers are out of range of the top level; `overflow_bound` is a lower bound of
 //!   their expiries. They are swept into the wheel when the clock gets near that bound.
 //!
 //! ## Given up
-//! - Exact `next_expiry` reports a slot's start on levels above 0 (the wheel wakes to cascade),
-//!   and on level 0 a slot whose timers were all pushed back by `reset`, so a caller sleeping
-//!   until it may find nothing due; Coarse reports exact bucket expiries.
+//! - `next_expiry` is a lower bound, not always a tick at which something fires. Exact reports a
+//!   slot's start on levels above 0 (the wheel wakes to cascade). Both modes report the tick of a
+//!   bucket whose timers a reset pushed later: a caller sleeping until then finds nothing due,
+//!   once per such bucket, and the drain places those timers again. Without deferred resets,
+//!   Coarse reports the earliest expiry exactly. The trade: a keepalive refresh touches one slab
+//!   entry instead of three (the entry and the two neighbours an unlink writes), and a busy
+//!   server refreshes far more often than its buckets come due.
 //! - After an overflow timer is cancelled, `overflow_bound` may be stale (too early) until the
 //!   next sweep; the sweep that finds nothing costs one walk of the overflow list.
 //! - A sweep walks the whole overflow list. It is meant for rare, very long timers.
@@ -159,25 +167,36 @@ impl<T> Wheel<T> {
 
     /// Moves a pending timer to a new deadline; `false` if `id` is stale or foreign.
     ///
-    /// When the new expiry falls in the timer's current bucket, only the expiry changes.
+    /// When the new expiry falls in the timer's current bucket, or is later than the current
+    /// one (the keepalive refresh), only the expiry changes: a timer pushed later stays in its
+    /// bucket and is placed again when that bucket comes due, so it never fires early, and
+    /// [`next_expiry`](Self::next_expiry) may then name a tick at which nothing fires.
     #[inline]
     pub fn reset(&mut self, id: TimerId, deadline: u64) -> bool {
         let Some(timer) = self.buckets.get(id.index, id.generation) else {
             return false;
         };
+        let (old_bucket, old_expiry) = (timer.bucket(), timer.expiry);
         self.stats.resets += 1;
-        if self.mode == Mode::Exact
-            && deadline >= timer.expiry
-            && self.buckets.is_wheel(timer.bucket())
+        // Where the timer would go now; pure arithmetic, no memory touched.
+        let (bucket, expiry) = self.place(deadline);
+        if expiry >= old_expiry
+            && self.buckets.is_wheel(old_bucket)
+            && self.buckets.is_wheel(bucket)
         {
-            // A later deadline (the keepalive refresh) only rewrites the expiry: the timer stays
-            // in its slot, which now comes due early, and the drain places it again then. One
-            // entry touched instead of three.
-            self.buckets.set_expiry(id.index, deadline);
-            self.stats.resets_deferred += 1;
+            // A later expiry only rewrites the entry: the timer stays in its bucket, which comes
+            // due no later than the old expiry, so before the new one, and the drain places it
+            // again then. One entry touched instead of three (the entry and the two neighbours
+            // an unlink writes). In the same bucket, this is all a move would do anyway.
+            self.buckets.set_expiry(id.index, expiry);
+            if bucket == old_bucket {
+                self.stats.resets_in_place += 1;
+            } else {
+                self.stats.resets_deferred += 1;
+            }
             return true;
         }
-        // Locate first: thawing a frozen bucket may move this very timer to `DUE`.
+        // Locate: thawing a frozen bucket may move this very timer to `DUE`.
         let (bucket, expiry) = self.locate(deadline);
         if bucket == self.buckets.timer(id.index).bucket() {
             self.buckets.set_expiry(id.index, expiry);
@@ -231,7 +250,7 @@ impl<T> Wheel<T> {
             if let Some(bucket) = self.buckets.first_frozen() {
                 let index = self.buckets.candidate(bucket).expect("frozen is occupied");
                 if self.buckets.timer(index).expiry > self.clock {
-                    // Exact: re-armed to a later deadline after it was placed.
+                    // Re-armed to a later deadline after it was placed.
                     self.place_again(index);
                     continue;
                 }
@@ -268,8 +287,11 @@ impl<T> Wheel<T> {
     /// A tick at which something may be due, never later than the earliest pending expiry;
     /// `None` if the wheel is empty. O(levels).
     ///
-    /// After a drain to `now` it is `> now`. In Coarse mode it is the earliest bucket's expiry
-    /// exactly; in Exact mode a higher level reports the start of its earliest slot.
+    /// After a drain to `now` it is `> now`. In Coarse mode it is the tick of the earliest
+    /// occupied bucket: the earliest expiry, unless a [`reset`](Self::reset) pushed that
+    /// bucket's timers later, in which case a wake-up there fires nothing and places them
+    /// again. In Exact mode a higher level reports the start of its earliest slot, and a level-0
+    /// slot may likewise hold only timers pushed later.
     pub fn next_expiry(&self) -> Option<u64> {
         if !self.buckets.is_empty(self.buckets.due()) || self.buckets.first_frozen().is_some() {
             return Some(self.clock);
@@ -374,17 +396,30 @@ impl<T> Wheel<T> {
             );
             self.thaw(bucket);
         }
+        debug_assert!(
+            !self.buckets.is_frozen(bucket),
+            "located in a frozen bucket"
+        );
         (bucket, expiry)
     }
 
-    /// Moves a frozen bucket's timers to `DUE`, keeping their expiries, so the bucket can take a
-    /// timer of a later window.
+    /// Empties a frozen bucket so it can take a timer of a later window: timers whose expiry is
+    /// reached go to `DUE`, keeping their expiries; timers a reset pushed later are placed again.
     fn thaw(&mut self, bucket: Bucket) {
         let due = self.buckets.due();
         let mut detached = self.buckets.take(bucket);
         while let Some(index) = self.buckets.next_detached(&mut detached) {
             let expiry = self.buckets.timer(index).expiry;
-            self.buckets.link_detached(due, index, expiry);
+            if expiry <= self.clock {
+                self.buckets.link_detached(due, index, expiry);
+            } else {
+                // May thaw another bucket in turn; each thaw empties one frozen bucket and
+                // freezes none, so this ends. `bucket` itself is no longer frozen.
+                let (to, placed) = self.locate(expiry);
+                debug_assert_eq!(placed, expiry, "a deferred expiry is already rounded");
+                self.buckets.link_detached(to, index, placed);
+                self.stats.replaced += 1;
+            }
         }
     }
 
@@ -508,12 +543,17 @@ impl<T> Wheel<T> {
             .saturating_sub(level_span_ticks(self.levels - 1) / 2)
     }
 
-    /// Exact mode: moves a timer whose expiry was pushed back by `reset` to where it now belongs.
+    /// Moves a timer whose expiry `reset` pushed later to where it now belongs; its bucket has
+    /// come due.
     fn place_again(&mut self, index: u32) {
         let expiry = self.buckets.timer(index).expiry;
-        let (to, placed) = self.place(expiry);
+        // Coarse: the new bucket may be a frozen one (even this timer's own, a lap later);
+        // `locate` thaws it first, which may already have placed this timer, and a second
+        // link to the same bucket is harmless.
+        let (to, placed) = self.locate(expiry);
+        debug_assert_eq!(placed, expiry, "a deferred expiry is already rounded");
         self.buckets.relink(index, to, placed);
-        self.stats.cascades += 1;
+        self.stats.replaced += 1;
     }
 
     /// Exact mode: re-places every timer of a slot relative to the clock (the slot's start).
@@ -563,7 +603,7 @@ impl<T> Wheel<T> {
                     let bound = self.buckets.overflow_bound();
                     assert!(timer.expiry >= bound, "overflow bound");
                 } else if self.buckets.is_frozen(bucket) {
-                    assert!(timer.expiry <= self.clock, "frozen bucket {bucket} is due");
+                    // Due, or pushed later by a reset and placed again when handed out.
                 } else if self.buckets.is_wheel(bucket) {
                     self.check_placement(bucket, timer.expiry);
                 }
@@ -598,18 +638,24 @@ impl<T> Wheel<T> {
                 );
             }
             Mode::Coarse => {
+                // The bucket stands for the one granule of the window `first..first + 64` in
+                // its slot; its timers expire then, or later if a reset deferred them.
                 let shift = granularity_shift(level);
-                assert_eq!(
-                    geometry::bucket_for(expiry, level),
-                    slot,
-                    "Coarse bucket of {expiry}"
+                let first = granules_ceil(self.clock, shift);
+                let lap = (slot as u64).wrapping_sub(first) & (SLOTS as u64 - 1);
+                let tick = granules_to_tick(first.saturating_add(lap), shift);
+                assert!(
+                    expiry >= tick,
+                    "Coarse timer at {expiry} in the bucket of tick {tick}"
                 );
                 let granule = granules_ceil(expiry, shift);
-                let first = granules_ceil(self.clock, shift);
-                assert!(
-                    granule - first < SLOTS as u64,
-                    "Coarse window at level {level}"
-                );
+                if granule - first < SLOTS as u64 && expiry == tick {
+                    assert_eq!(
+                        geometry::bucket_for(expiry, level),
+                        slot,
+                        "bucket of {expiry}"
+                    );
+                }
             }
         }
     }
