@@ -112,6 +112,13 @@ impl Wheel<()> {
 
 impl<T> Wheel<T> {
     /// An unbounded wheel in `mode` with the default number of levels, its clock at tick 0.
+    ///
+    /// ```
+    /// use tickwheel::{Mode, Wheel};
+    ///
+    /// let wheel: Wheel<u64> = Wheel::new(Mode::Coarse);
+    /// assert_eq!((wheel.now(), wheel.levels(), wheel.capacity()), (0, 9, None));
+    /// ```
     pub fn new(mode: Mode) -> Self {
         Builder::new(mode)
             .build()
@@ -143,6 +150,17 @@ impl<T> Wheel<T> {
     /// Any deadline is accepted: one at or before [`now`](Self::now) is due at once (its expiry
     /// is `now()`), one beyond the top level waits on the overflow list. On a bounded wheel that
     /// is full, the value is handed back in [`Full`].
+    ///
+    /// ```
+    /// use tickwheel::{Mode, Wheel};
+    ///
+    /// let mut wheel = Wheel::new(Mode::Exact);
+    /// let soon = wheel.insert(3, "soon").unwrap();
+    /// let late = wheel.insert(u64::MAX, "end of time").unwrap();
+    /// assert_eq!(wheel.expiry(soon), Some(3));
+    /// assert_eq!(wheel.expiry(late), Some(u64::MAX));
+    /// assert_eq!(wheel.len(), 2);
+    /// ```
     #[inline]
     pub fn insert(&mut self, deadline: u64, value: T) -> Result<TimerId, Full<T>> {
         if self.capacity.is_some_and(|cap| self.buckets.len() >= cap) {
@@ -157,6 +175,17 @@ impl<T> Wheel<T> {
     }
 
     /// Removes a pending timer and returns its value; `None` if `id` is stale or foreign.
+    ///
+    /// ```
+    /// use tickwheel::{Mode, Wheel};
+    ///
+    /// let mut wheel = Wheel::new(Mode::Coarse);
+    /// let id = wheel.insert(30_000, "request timeout").unwrap();
+    /// // The response went out in time.
+    /// assert_eq!(wheel.cancel(id), Some("request timeout"));
+    /// assert_eq!(wheel.cancel(id), None);
+    /// assert!(wheel.is_empty());
+    /// ```
     #[inline]
     pub fn cancel(&mut self, id: TimerId) -> Option<T> {
         self.buckets.get(id.index, id.generation)?;
@@ -171,6 +200,18 @@ impl<T> Wheel<T> {
     /// one (the keepalive refresh), only the expiry changes: a timer pushed later stays in its
     /// bucket and is placed again when that bucket comes due, so it never fires early, and
     /// [`next_expiry`](Self::next_expiry) may then name a tick at which nothing fires.
+    ///
+    /// ```
+    /// use tickwheel::{Mode, Wheel};
+    ///
+    /// let mut wheel = Wheel::new(Mode::Coarse);
+    /// let idle = wheel.insert(5_000, "conn 1").unwrap();
+    /// assert!(wheel.reset(idle, 9_000)); // a request arrived: push the idle timeout back
+    /// assert_eq!(wheel.poll(8_999), None);
+    /// let expiry = wheel.expiry(idle).unwrap();
+    /// assert_eq!(wheel.poll(expiry), Some((idle, "conn 1")));
+    /// assert!(!wheel.reset(idle, 10_000), "fired: the id is stale");
+    /// ```
     #[inline]
     pub fn reset(&mut self, id: TimerId, deadline: u64) -> bool {
         let Some(timer) = self.buckets.get(id.index, id.generation) else {
@@ -233,6 +274,20 @@ impl<T> Wheel<T> {
     ///
     /// Returns `None` once nothing more is due; the clock then reads `max(now(), now)`. The clock
     /// never goes back: a `now` below [`now()`](Self::now) returns `None` and changes nothing.
+    ///
+    /// ```
+    /// use tickwheel::{Mode, Wheel};
+    ///
+    /// let mut wheel = Wheel::new(Mode::Exact);
+    /// wheel.insert(20, 'b').unwrap();
+    /// wheel.insert(10, 'a').unwrap();
+    /// let mut fired = Vec::new();
+    /// while let Some((_, value)) = wheel.poll(25) {
+    ///     fired.push(value);
+    /// }
+    /// assert_eq!(fired, ['a', 'b']);
+    /// assert_eq!(wheel.now(), 25);
+    /// ```
     pub fn poll(&mut self, now: u64) -> Option<(TimerId, T)> {
         if now < self.clock {
             return None;
@@ -276,10 +331,31 @@ impl<T> Wheel<T> {
         }
     }
 
-    /// An iterator over every timer due at `now`, in the order [`poll`](Self::poll) gives them.
+    /// An iterator over every timer due at `now`, in the order [`poll`](Self::poll) gives them;
+    /// each `next()` is one `poll(now)`.
     ///
-    /// Timers inserted while draining with a deadline `<= now` come out of the same drain.
-    /// Dropping the iterator early leaves the rest pending.
+    /// # Unlike `Vec::drain`
+    ///
+    /// Only the timers the iterator hands out leave the wheel. Dropping it early (or
+    /// `take(n)`) leaves every other due timer pending, and the next poll or drain hands it out;
+    /// `std`'s `drain` iterators remove their whole range even when dropped. Timers not yet due
+    /// stay in any case. Timers inserted while draining with a deadline `<= now` come out of the
+    /// same drain.
+    ///
+    /// ```
+    /// use tickwheel::{Mode, Wheel};
+    ///
+    /// let mut wheel = Wheel::new(Mode::Exact);
+    /// for tick in 1..=5 {
+    ///     wheel.insert(tick, tick).unwrap();
+    /// }
+    /// // Handle at most two per turn of the loop.
+    /// let first: Vec<u64> = wheel.drain(10).take(2).map(|(_, v)| v).collect();
+    /// assert_eq!(first, [1, 2]);
+    /// assert_eq!(wheel.len(), 3, "the three not handed out are still pending");
+    /// let rest: Vec<u64> = wheel.drain(10).map(|(_, v)| v).collect();
+    /// assert_eq!(rest, [3, 4, 5]);
+    /// ```
     pub fn drain(&mut self, now: u64) -> Drain<'_, T> {
         Drain { wheel: self, now }
     }
@@ -292,6 +368,21 @@ impl<T> Wheel<T> {
     /// bucket's timers later, in which case a wake-up there fires nothing and places them
     /// again. In Exact mode a higher level reports the start of its earliest slot, and a level-0
     /// slot may likewise hold only timers pushed later.
+    ///
+    /// ```
+    /// use tickwheel::{Mode, Wheel};
+    ///
+    /// // An event loop: sleep until next_expiry, then drain.
+    /// let mut wheel = Wheel::new(Mode::Coarse);
+    /// wheel.insert(700, "a").unwrap();
+    /// wheel.insert(3_000, "b").unwrap();
+    /// let mut fired = Vec::new();
+    /// while let Some(wake) = wheel.next_expiry() {
+    ///     // ... sleep until tick `wake` ...
+    ///     fired.extend(wheel.drain(wake).map(|(_, v)| v));
+    /// }
+    /// assert_eq!(fired, ["a", "b"]);
+    /// ```
     pub fn next_expiry(&self) -> Option<u64> {
         if !self.buckets.is_empty(self.buckets.due()) || self.buckets.first_frozen().is_some() {
             return Some(self.clock);
@@ -337,7 +428,7 @@ impl<T> Wheel<T> {
         self.levels
     }
 
-    /// Counters since the wheel was built.
+    /// Counters since the wheel was built; see [`Stats`] for an example.
     pub fn stats(&self) -> Stats {
         self.stats
     }
@@ -668,7 +759,8 @@ impl<T> Default for Wheel<T> {
     }
 }
 
-/// The iterator returned by [`Wheel::drain`].
+/// The iterator returned by [`Wheel::drain`]: one [`Wheel::poll`] per item. Dropping it leaves
+/// the timers it did not hand out in the wheel, unlike `std`'s `drain` iterators.
 #[derive(Debug)]
 pub struct Drain<'a, T> {
     wheel: &'a mut Wheel<T>,
