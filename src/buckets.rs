@@ -5,17 +5,23 @@
 //! wheel reads to find work without walking lists: per level, an *occupied* bitmap (bit `s` of
 //! level `n` is set iff bucket `n * 64 + s` holds a timer) and a *frozen* bitmap (the bucket's
 //! tick has been reached and its timers are being handed out), plus a lower bound of the expiries
-//! on the overflow list. Every link and unlink goes through this type, and it sets or clears the
-//! bits there and then, as tokio's `Level::add_entry`/`remove_entry` do, so the invariants below
+//! on the overflow list, one flag each for whether `due` and `overflow` hold timers, and one bit
+//! per level saying whether it has a frozen bucket. Every link and unlink goes through this type,
+//! and it sets or clears the bits there and then, as tokio's `Level::add_entry`/`remove_entry` do, so the invariants below
 //! hold by construction and the wheel never does bitmap arithmetic of its own.
 //!
 //! Lists are named by a [`Bucket`]: `level * 64 + slot` for wheel buckets, then two special
 //! lists, `due` (expiry reached, handed out before anything else) and `overflow` (beyond the top
 //! level).
 //!
+//! The wheel asks "is this list empty" and "which bucket is frozen" several times per timer it
+//! fires; with the bits kept here, each answer is one word, not a look at a bucket's chain heads
+//! (`slab.rs`) or a scan of the levels.
+//!
 //! ## Invariants (checked by [`Buckets::check_bitmaps`])
-//! - occupied bit set iff the bucket's list is non-empty;
-//! - frozen bit set only on an occupied bucket (emptying a bucket thaws it);
+//! - occupied bit (or the `due`/`overflow` flag) set iff the list is non-empty;
+//! - frozen bit set only on an occupied bucket (emptying a bucket thaws it); a level's bit in
+//!   `frozen_levels` set iff the level has a frozen bucket;
 //! - `overflow_bound` is at most every expiry on the overflow list while that list is non-empty.
 //!
 //! ## Given up
@@ -70,6 +76,12 @@ pub(crate) struct Buckets<T> {
     occupied: [u64; MAX_LEVELS],
     /// Per level: bit `s` set iff bucket `s` is non-empty and its tick has been reached.
     frozen: [u64; MAX_LEVELS],
+    /// Bit `n` set iff `frozen[n] != 0`.
+    frozen_levels: u32,
+    /// True iff the `due` list is non-empty.
+    due_occupied: bool,
+    /// True iff the `overflow` list is non-empty.
+    overflow_occupied: bool,
     /// At most every expiry on the overflow list; meaningful only while that list is non-empty.
     overflow_bound: u64,
 }
@@ -83,6 +95,9 @@ impl<T> Buckets<T> {
             levels,
             occupied: [0; MAX_LEVELS],
             frozen: [0; MAX_LEVELS],
+            frozen_levels: 0,
+            due_occupied: false,
+            overflow_occupied: false,
             overflow_bound: u64::MAX,
         }
     }
@@ -153,8 +168,8 @@ impl<T> Buckets<T> {
     /// indices are exhausted.
     #[inline]
     pub(crate) fn insert(&mut self, bucket: Bucket, expiry: u64, value: T) -> Option<(u32, u32)> {
-        let (index, generation, was_empty) = self.slab.insert(bucket, expiry, value)?;
-        self.linked(bucket, was_empty, expiry);
+        let (index, generation) = self.slab.insert(bucket, expiry, value)?;
+        self.linked(bucket, expiry);
         Some((index, generation))
     }
 
@@ -170,9 +185,9 @@ impl<T> Buckets<T> {
     /// Moves the pending timer `index` to `bucket` with a new expiry.
     #[inline]
     pub(crate) fn relink(&mut self, index: u32, bucket: Bucket, expiry: u64) {
-        let (old, now_empty, was_empty) = self.slab.relink(index, bucket, expiry);
+        let (old, now_empty) = self.slab.relink(index, bucket, expiry);
         self.unlinked(old, now_empty);
-        self.linked(bucket, was_empty, expiry);
+        self.linked(bucket, expiry);
     }
 
     /// Detaches every timer of `bucket` (which becomes empty, so unfrozen); walk them with
@@ -194,8 +209,8 @@ impl<T> Buckets<T> {
     /// Links a detached timer onto `bucket` with `expiry`.
     #[inline]
     pub(crate) fn link_detached(&mut self, bucket: Bucket, index: u32, expiry: u64) {
-        let was_empty = self.slab.push_detached(bucket, index, expiry);
-        self.linked(bucket, was_empty, expiry);
+        self.slab.push_detached(bucket, index, expiry);
+        self.linked(bucket, expiry);
     }
 
     /// Drops every timer; old ids stay stale.
@@ -203,31 +218,47 @@ impl<T> Buckets<T> {
         self.slab.clear();
         self.occupied = [0; MAX_LEVELS];
         self.frozen = [0; MAX_LEVELS];
+        self.frozen_levels = 0;
+        self.due_occupied = false;
+        self.overflow_occupied = false;
         self.overflow_bound = u64::MAX;
     }
 
+    /// A timer with `expiry` joined `bucket`.
     #[inline]
-    fn linked(&mut self, bucket: Bucket, was_empty: bool, expiry: u64) {
+    fn linked(&mut self, bucket: Bucket, expiry: u64) {
         if self.is_wheel(bucket) {
-            if was_empty {
-                let (level, slot) = level_and_slot(bucket);
-                self.occupied[level] |= slot_bit(slot);
-            }
-        } else if bucket == self.overflow() {
-            self.overflow_bound = if was_empty {
-                expiry
-            } else {
+            let (level, slot) = level_and_slot(bucket);
+            self.occupied[level] |= slot_bit(slot);
+        } else if bucket == self.due() {
+            self.due_occupied = true;
+        } else {
+            self.overflow_bound = if self.overflow_occupied {
                 self.overflow_bound.min(expiry)
+            } else {
+                expiry
             };
+            self.overflow_occupied = true;
         }
     }
 
+    /// A timer left `bucket`, which is `now_empty` or not.
     #[inline]
     fn unlinked(&mut self, bucket: Bucket, now_empty: bool) {
-        if now_empty && self.is_wheel(bucket) {
+        if !now_empty {
+            return;
+        }
+        if self.is_wheel(bucket) {
             let (level, slot) = level_and_slot(bucket);
             self.occupied[level] &= !slot_bit(slot);
             self.frozen[level] &= !slot_bit(slot);
+            if self.frozen[level] == 0 {
+                self.frozen_levels &= !(1 << level);
+            }
+        } else if bucket == self.due() {
+            self.due_occupied = false;
+        } else {
+            self.overflow_occupied = false;
         }
     }
 
@@ -236,13 +267,20 @@ impl<T> Buckets<T> {
     /// True if no timer is on `bucket`.
     #[inline]
     pub(crate) fn is_empty(&self, bucket: Bucket) -> bool {
-        self.slab.is_empty(bucket)
+        if self.is_wheel(bucket) {
+            let (level, slot) = level_and_slot(bucket);
+            self.occupied[level] & slot_bit(slot) == 0
+        } else if bucket == self.due() {
+            !self.due_occupied
+        } else {
+            !self.overflow_occupied
+        }
     }
 
     /// True if the overflow list holds a timer.
     #[inline]
     pub(crate) fn has_overflow(&self) -> bool {
-        !self.slab.is_empty(self.overflow())
+        self.overflow_occupied
     }
 
     /// At most every overflow expiry (meaningful when [`has_overflow`](Self::has_overflow)).
@@ -254,8 +292,12 @@ impl<T> Buckets<T> {
     /// A timer of `bucket` to hand out next, if any.
     #[inline]
     pub(crate) fn candidate(&mut self, bucket: Bucket) -> Option<u32> {
+        if self.is_empty(bucket) {
+            return None;
+        }
         let index = self.slab.pop_candidate(bucket);
-        (index != NIL).then_some(index)
+        debug_assert_ne!(index, NIL, "bucket {bucket} is occupied");
+        Some(index)
     }
 
     /// The lowest level with an occupied bucket, and the first occupied slot at or after `from`
@@ -297,11 +339,14 @@ impl<T> Buckets<T> {
     /// The first frozen bucket, lowest level first.
     #[inline]
     pub(crate) fn first_frozen(&self) -> Option<Bucket> {
-        let (level, bits) = self.frozen[..self.levels]
-            .iter()
-            .enumerate()
-            .find(|(_, bits)| **bits != 0)?;
-        Some(wheel_bucket(level, bits.trailing_zeros() as usize))
+        if self.frozen_levels == 0 {
+            return None;
+        }
+        let level = self.frozen_levels.trailing_zeros() as usize;
+        Some(wheel_bucket(
+            level,
+            self.frozen[level].trailing_zeros() as usize,
+        ))
     }
 
     /// Marks an occupied wheel bucket as reached.
@@ -310,12 +355,16 @@ impl<T> Buckets<T> {
         let (level, slot) = level_and_slot(bucket);
         debug_assert!(self.occupied[level] & slot_bit(slot) != 0, "freeze empty");
         self.frozen[level] |= slot_bit(slot);
+        self.frozen_levels |= 1 << level;
     }
 
     /// Freezes every occupied bucket among `count` slots of `level` from `first` (wrapping).
     #[inline]
     pub(crate) fn freeze_run(&mut self, level: usize, first: usize, count: u32) {
         self.frozen[level] |= self.occupied[level] & slot_run(first, count);
+        if self.frozen[level] != 0 {
+            self.frozen_levels |= 1 << level;
+        }
     }
 
     // ---- checks ----------------------------------------------------------------------------
@@ -327,13 +376,24 @@ impl<T> Buckets<T> {
 
     /// Panics unless every bitmap bit agrees with its list. O(buckets).
     pub(crate) fn check_bitmaps(&self) {
+        assert_eq!(
+            self.due_occupied,
+            !self.slab.is_empty(self.due()),
+            "due flag"
+        );
+        let overflow = !self.slab.is_empty(self.overflow());
+        assert_eq!(self.overflow_occupied, overflow, "overflow flag");
+        for level in 0..MAX_LEVELS {
+            let bit = self.frozen_levels >> level & 1 == 1;
+            assert_eq!(bit, self.frozen[level] != 0, "frozen level {level}");
+        }
         for level in 0..self.levels {
             for slot in 0..SLOTS {
                 let bucket = wheel_bucket(level, slot);
                 let occupied = self.occupied[level] & slot_bit(slot) != 0;
                 assert_eq!(
                     occupied,
-                    !self.is_empty(bucket),
+                    !self.slab.is_empty(bucket),
                     "bitmap of bucket {bucket}"
                 );
                 let frozen = self.frozen[level] & slot_bit(slot) != 0;

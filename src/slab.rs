@@ -168,15 +168,10 @@ impl<T> Slab<T> {
             .expect("occupied entry")
     }
 
-    /// Stores a new timer on `bucket`; returns (index, generation, list was empty before).
-    /// The caller has checked capacity; `None` only when `u32` indices are exhausted.
+    /// Stores a new timer on `bucket`; returns (index, generation). The caller has checked
+    /// capacity; `None` only when `u32` indices are exhausted.
     #[inline]
-    pub(crate) fn insert(
-        &mut self,
-        bucket: Bucket,
-        expiry: u64,
-        value: T,
-    ) -> Option<(u32, u32, bool)> {
+    pub(crate) fn insert(&mut self, bucket: Bucket, expiry: u64, value: T) -> Option<(u32, u32)> {
         let timer = Timer {
             expiry,
             value,
@@ -201,8 +196,8 @@ impl<T> Slab<T> {
             index
         };
         self.len += 1;
-        let was_empty = self.push_front(bucket, index);
-        Some((index, self.entries[index as usize].generation, was_empty))
+        self.push_front(bucket, index);
+        Some((index, self.entries[index as usize].generation))
     }
 
     /// Takes the timer at `index` off its list and frees the entry. Returns the timer's value and
@@ -222,20 +217,15 @@ impl<T> Slab<T> {
     }
 
     /// Moves the occupied entry `index` to `bucket` with a new expiry. Returns (old bucket, old
-    /// list became empty, new list was empty).
+    /// list became empty).
     #[inline]
-    pub(crate) fn relink(
-        &mut self,
-        index: u32,
-        bucket: Bucket,
-        expiry: u64,
-    ) -> (Bucket, bool, bool) {
+    pub(crate) fn relink(&mut self, index: u32, bucket: Bucket, expiry: u64) -> (Bucket, bool) {
         let (old, now_empty) = self.unlink(index);
         let timer = self.timer_mut(index);
         timer.expiry = expiry;
         timer.bucket_plus_one = plus_one(bucket);
-        let was_empty = self.push_front(bucket, index);
-        (old, now_empty, was_empty)
+        self.push_front(bucket, index);
+        (old, now_empty)
     }
 
     /// Detaches every list of a bucket; the entries keep their links to each other but their
@@ -276,13 +266,12 @@ impl<T> Slab<T> {
         out
     }
 
-    /// Links an entry that was detached by `take_list` onto `bucket`; returns whether that list
-    /// was empty before.
-    pub(crate) fn push_detached(&mut self, bucket: Bucket, index: u32, expiry: u64) -> bool {
+    /// Links an entry that was detached by `take_list` onto `bucket`.
+    pub(crate) fn push_detached(&mut self, bucket: Bucket, index: u32, expiry: u64) {
         let timer = self.timer_mut(index);
         timer.expiry = expiry;
         timer.bucket_plus_one = plus_one(bucket);
-        self.push_front(bucket, index)
+        self.push_front(bucket, index);
     }
 
     /// Drops every timer and forgets every entry; generations are bumped so old ids stay stale.
@@ -300,9 +289,9 @@ impl<T> Slab<T> {
         self.len = 0;
     }
 
-    /// Links `index` at the front of its chain of `bucket`; returns whether the bucket was empty.
-    fn push_front(&mut self, bucket: Bucket, index: u32) -> bool {
-        let was_empty = self.is_empty(bucket);
+    /// Links `index` at the front of its chain of `bucket`.
+    #[inline]
+    fn push_front(&mut self, bucket: Bucket, index: u32) {
         let chain = chain_of(bucket, index);
         let head = self.heads[chain];
         self.entries[index as usize].next = head;
@@ -311,7 +300,6 @@ impl<T> Slab<T> {
             self.timer_mut(head).prev = index;
         }
         self.heads[chain] = index;
-        was_empty
     }
 
     fn unlink(&mut self, index: u32) -> (Bucket, bool) {
@@ -348,23 +336,22 @@ mod tests {
     #[test]
     fn lists_link_and_unlink_in_o1() {
         let mut slab = Slab::new(2, 0, 7);
-        let (a, ga, first) = slab.insert(0, 1, 'a').unwrap();
-        let (b, _, _) = slab.insert(0, 2, 'b').unwrap();
-        let (c, _, _) = slab.insert(0, 3, 'c').unwrap();
-        let (e, _, _) = slab.insert(0, 3, 'e').unwrap();
-        let (f, _, _) = slab.insert(0, 3, 'f').unwrap();
-        assert!(first);
+        let (a, ga) = slab.insert(0, 1, 'a').unwrap();
+        let (b, _) = slab.insert(0, 2, 'b').unwrap();
+        let (c, _) = slab.insert(0, 3, 'c').unwrap();
+        let (e, _) = slab.insert(0, 3, 'e').unwrap();
+        let (f, _) = slab.insert(0, 3, 'f').unwrap();
         assert_eq!(ga, 7);
         assert_eq!(slab.members(0), [f, a, b, c, e]);
         assert_eq!(slab.remove(b), ('b', 0, false));
         assert_eq!(slab.remove(f), ('f', 0, false));
         assert_eq!(slab.remove(e), ('e', 0, false));
         assert_eq!(slab.members(0), [a, c]);
-        assert_eq!(slab.relink(a, 1, 9), (0, false, true));
+        assert_eq!(slab.relink(a, 1, 9), (0, false));
         assert_eq!(slab.remove(c), ('c', 0, true));
         assert_eq!(slab.len(), 1);
         // The freed entries are reused, newest first, with a bumped generation.
-        let (d, gd, _) = slab.insert(1, 4, 'd').unwrap();
+        let (d, gd) = slab.insert(1, 4, 'd').unwrap();
         assert_eq!((d, gd), (c, 8));
         assert_eq!(slab.members(1), [a, d]);
         assert!(slab.get(c, 7).is_none());

@@ -219,6 +219,14 @@ impl<T> Wheel<T> {
         };
         let (old_bucket, old_expiry) = (timer.bucket(), timer.expiry);
         self.stats.resets += 1;
+        if self.mode == Mode::Exact && deadline >= old_expiry && self.buckets.is_wheel(old_bucket) {
+            // The same deferral as below; an Exact expiry is the deadline itself, so there is
+            // nothing to compute (a deadline past the top level goes to the overflow list when
+            // the timer is placed again).
+            self.buckets.set_expiry(id.index, deadline);
+            self.stats.resets_deferred += 1;
+            return true;
+        }
         // Where the timer would go now; pure arithmetic, no memory touched.
         let (bucket, expiry) = self.place(deadline);
         if expiry >= old_expiry
