@@ -29,7 +29,7 @@
 //! wheel's next sweep recomputes it.
 
 use crate::geometry::{MAX_LEVELS, SLOT_BITS, SLOT_MASK, SLOTS};
-use crate::slab::{Detached, NIL, Slab, Timer};
+use crate::slab::{Detached, Slab, Timer};
 
 /// A list identifier: `level * 64 + slot` for wheel buckets, then `due` and `overflow`.
 pub(crate) type Bucket = u32;
@@ -143,12 +143,6 @@ impl<T> Buckets<T> {
     #[inline]
     pub(crate) fn timer(&self, index: u32) -> &Timer<T> {
         self.slab.timer(index)
-    }
-
-    /// The generation of entry `index`.
-    #[inline]
-    pub(crate) fn generation(&self, index: u32) -> u32 {
-        self.slab.generation(index)
     }
 
     /// Rewrites a pending timer's expiry without moving it. The caller keeps the wheel's
@@ -289,15 +283,23 @@ impl<T> Buckets<T> {
         self.overflow_bound
     }
 
-    /// A timer of `bucket` to hand out next, if any.
+    /// Detaches a timer of `bucket` to hand out next (the bucket's chains in turn), if any. Link
+    /// it with [`link_detached`](Self::link_detached) or free it with
+    /// [`free_detached`](Self::free_detached) before the next call.
     #[inline]
-    pub(crate) fn candidate(&mut self, bucket: Bucket) -> Option<u32> {
+    pub(crate) fn take_front(&mut self, bucket: Bucket) -> Option<u32> {
         if self.is_empty(bucket) {
             return None;
         }
-        let index = self.slab.pop_candidate(bucket);
-        debug_assert_ne!(index, NIL, "bucket {bucket} is occupied");
+        let (index, now_empty) = self.slab.pop_front(bucket).expect("occupied bucket");
+        self.unlinked(bucket, now_empty);
         Some(index)
+    }
+
+    /// Frees a detached timer; returns the generation its id had, and its value.
+    #[inline]
+    pub(crate) fn free_detached(&mut self, index: u32) -> (u32, T) {
+        self.slab.free_detached(index)
     }
 
     /// The lowest level with an occupied bucket, and the first occupied slot at or after `from`

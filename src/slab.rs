@@ -7,7 +7,9 @@
 //!
 //! Lists are doubly linked through `next`/`prev` indices with `NIL` as the end marker; only the
 //! head of each list is stored, so linking is a push-front and unlinking is O(1) given the entry,
-//! which records the bucket it is on.
+//! which records the bucket it is on. An entry is a head iff its chain's head names it, so a
+//! head's `prev` is left stale: taking the head off (the drain's [`Slab::pop_front`]) writes
+//! nothing into the next entry, which keeps the firing walk to one dependent load per timer.
 //!
 //! Each bucket is `CHAINS` lists, an entry going on chain `index % CHAINS`. A list walk is a chain
 //! of dependent loads, one cache miss per timer once the slab outgrows the cache; walking the
@@ -16,7 +18,10 @@
 //! bucket (16 bytes) and a look at all of them to tell whether a bucket is empty.
 //!
 //! Invariants:
-//! - an entry is occupied iff it is on exactly one bucket list, the one named by its `bucket`;
+//! - an entry is occupied iff it is on exactly one bucket list, the one named by its `bucket`,
+//!   or detached (taken off by `take_list` or `pop_front`, to be pushed again or freed before
+//!   the wheel's call returns);
+//! - `prev` is the previous entry of the chain, except on the chain's head;
 //! - an entry is vacant iff it is on the free list;
 //! - a bucket's bit is set in `occupied` (per level) iff its list is non-empty (`buckets.rs` keeps
 //!   the bitmaps, this file reports when a list becomes empty or non-empty).
@@ -80,7 +85,7 @@ pub(crate) struct Slab<T> {
     /// `CHAINS` list heads per bucket.
     heads: Vec<u32>,
     free_head: u32,
-    /// Rotates the chain that `pop_candidate` offers next.
+    /// Rotates the chain that `pop_front` takes from next.
     cursor: usize,
     len: usize,
     /// Generation given to entries created by this slab; random per wheel.
@@ -112,20 +117,6 @@ impl<T> Slab<T> {
             .all(|&head| head == NIL)
     }
 
-    /// A timer on `bucket` to hand out next, or `NIL`; successive calls take the chains in turn.
-    #[inline]
-    pub(crate) fn pop_candidate(&mut self, bucket: Bucket) -> u32 {
-        let first = bucket as usize * CHAINS;
-        for _ in 0..CHAINS {
-            self.cursor = self.cursor.wrapping_add(1);
-            let head = self.heads[first + (self.cursor & (CHAINS - 1))];
-            if head != NIL {
-                return head;
-            }
-        }
-        NIL
-    }
-
     /// The pending timer at `index` if `generation` matches.
     #[inline]
     pub(crate) fn get(&self, index: u32, generation: u32) -> Option<&Timer<T>> {
@@ -143,12 +134,6 @@ impl<T> Slab<T> {
             return None;
         }
         entry.timer.as_mut()
-    }
-
-    /// The generation of entry `index`.
-    #[inline]
-    pub(crate) fn generation(&self, index: u32) -> u32 {
-        self.entries[index as usize].generation
     }
 
     /// The pending timer at `index`, which the caller knows is occupied.
@@ -205,15 +190,43 @@ impl<T> Slab<T> {
     #[inline]
     pub(crate) fn remove(&mut self, index: u32) -> (T, Bucket, bool) {
         let (bucket, now_empty) = self.unlink(index);
+        let (_, value) = self.free_detached(index);
+        (value, bucket, now_empty)
+    }
+
+    /// Frees a detached entry; returns the generation its id had, and its value.
+    #[inline]
+    pub(crate) fn free_detached(&mut self, index: u32) -> (u32, T) {
         let entry = &mut self.entries[index as usize];
         let timer = entry.timer.take().expect("occupied entry");
+        let generation = entry.generation;
         // Wrapping is deliberate: an id aliases a new timer only after exactly 2^32 reuses of
         // the same entry while the stale id is still held.
-        entry.generation = entry.generation.wrapping_add(1);
+        entry.generation = generation.wrapping_add(1);
         entry.next = self.free_head;
         self.free_head = index;
         self.len -= 1;
-        (timer.value, bucket, now_empty)
+        (generation, timer.value)
+    }
+
+    /// Detaches the head of the next non-empty chain of `bucket` (the chains in turn); returns
+    /// it and whether the bucket is now empty, or `None` if it was empty. The entry's `bucket`
+    /// is stale until it is pushed again ([`push_detached`](Self::push_detached)) or freed
+    /// ([`free_detached`](Self::free_detached)).
+    #[inline]
+    pub(crate) fn pop_front(&mut self, bucket: Bucket) -> Option<(u32, bool)> {
+        let first = bucket as usize * CHAINS;
+        for _ in 0..CHAINS {
+            self.cursor = self.cursor.wrapping_add(1);
+            let chain = first + (self.cursor & (CHAINS - 1));
+            let head = self.heads[chain];
+            if head != NIL {
+                // The new head's `prev` stays stale: heads are known by `heads`, not by `prev`.
+                self.heads[chain] = self.entries[head as usize].next;
+                return Some((head, self.is_empty(bucket)));
+            }
+        }
+        None
     }
 
     /// Moves the occupied entry `index` to `bucket` with a new expiry. Returns (old bucket, old
@@ -253,13 +266,18 @@ impl<T> Slab<T> {
         None
     }
 
-    /// Every entry on `bucket`, chain by chain; for checks in tests.
+    /// Every entry on `bucket`, chain by chain, checking the `prev` links; for checks in tests.
     pub(crate) fn members(&self, bucket: Bucket) -> Vec<u32> {
         let mut out = Vec::new();
         for chain in 0..CHAINS {
             let mut index = self.heads[bucket as usize * CHAINS + chain];
+            let mut prev = NIL;
             while index != NIL {
                 out.push(index);
+                if prev != NIL {
+                    assert_eq!(self.timer(index).prev, prev, "prev link of entry {index}");
+                }
+                prev = index;
                 index = self.entries[index as usize].next;
             }
         }
@@ -306,14 +324,15 @@ impl<T> Slab<T> {
         let next = self.entries[index as usize].next;
         let timer = self.timer(index);
         let (prev, bucket) = (timer.prev, timer.bucket());
-        if prev == NIL {
-            let chain = chain_of(bucket, index);
-            debug_assert_eq!(self.heads[chain], index, "list head out of sync");
+        let chain = chain_of(bucket, index);
+        if self.heads[chain] == index {
             self.heads[chain] = next;
         } else {
+            debug_assert_ne!(prev, NIL, "a middle entry has a previous one");
             self.entries[prev as usize].next = next;
         }
         if next != NIL {
+            // Stale if `next` just became the head, which is allowed.
             self.timer_mut(next).prev = prev;
         }
         (bucket, self.is_empty(bucket))

@@ -307,11 +307,11 @@ impl<T> Wheel<T> {
             self.advance_coarse(now);
         }
         loop {
-            if let Some(due) = self.buckets.candidate(self.buckets.due()) {
+            if let Some(due) = self.buckets.take_front(self.buckets.due()) {
                 return Some(self.fire(due));
             }
             if let Some(bucket) = self.buckets.first_frozen() {
-                let index = self.buckets.candidate(bucket).expect("frozen is occupied");
+                let index = self.buckets.take_front(bucket).expect("frozen is occupied");
                 if self.buckets.timer(index).expiry > self.clock {
                     // Re-armed to a later deadline after it was placed.
                     self.place_again(index);
@@ -524,8 +524,9 @@ impl<T> Wheel<T> {
 
     // ---- the drain ------------------------------------------------------------------------
 
+    /// Hands out a timer detached from a due list.
+    #[inline]
     fn fire(&mut self, index: u32) -> (TimerId, T) {
-        let generation = self.buckets.generation(index);
         let expiry = self.buckets.timer(index).expiry;
         debug_assert!(
             expiry <= self.clock,
@@ -540,7 +541,7 @@ impl<T> Wheel<T> {
             }
             self.last_fired = expiry;
         }
-        let (value, _) = self.buckets.remove(index);
+        let (generation, value) = self.buckets.free_detached(index);
         self.stats.fired += 1;
         (TimerId { index, generation }, value)
     }
@@ -642,16 +643,16 @@ impl<T> Wheel<T> {
             .saturating_sub(level_span_ticks(self.levels - 1) / 2)
     }
 
-    /// Moves a timer whose expiry `reset` pushed later to where it now belongs; its bucket has
-    /// come due.
+    /// Links a timer detached from a due bucket, whose expiry `reset` pushed later, where it
+    /// now belongs.
     fn place_again(&mut self, index: u32) {
         let expiry = self.buckets.timer(index).expiry;
-        // Coarse: the new bucket may be a frozen one (even this timer's own, a lap later);
-        // `locate` thaws it first, which may already have placed this timer, and a second
-        // link to the same bucket is harmless.
+        // Coarse: the new bucket may be a frozen one (even the one this timer came from, a lap
+        // later); `locate` thaws it first. The detached timer is on no list, so the thaw
+        // does not see it.
         let (to, placed) = self.locate(expiry);
         debug_assert_eq!(placed, expiry, "a deferred expiry is already rounded");
-        self.buckets.relink(index, to, placed);
+        self.buckets.link_detached(to, index, placed);
         self.stats.replaced += 1;
     }
 
