@@ -1,9 +1,16 @@
 //! Timer storage: a slab of entries threaded onto intrusive, index-linked lists.
 //!
-//! Each entry is 32 bytes for a `u64` payload: generation and the `next` link (4 + 4 bytes) sit
-//! outside an `Option` whose `None` costs nothing, because the bucket field is a `NonZeroU32`. A
-//! vacant entry reuses `next` as the free-list link, so freed memory is reused by the very next
-//! insert: there are no tombstones, and a reset-heavy load never grows the slab.
+//! Each entry is 32 bytes for a `u64` payload: the `next` and `prev` links (4 + 4 bytes) sit
+//! outside an enum that holds either the pending timer (expiry, value, generation, bucket) or,
+//! once vacant, only the generation. The enum needs no tag of its own: it lives in the bucket
+//! field's niche (a `NonZeroU32`), and the vacant variant fits beside it. A vacant entry reuses
+//! `next` as the free-list link, so freed memory is reused by the very next insert: there are no
+//! tombstones, and a reset-heavy load never grows the slab.
+//!
+//! The links are outside the enum so that an unlink writes the neighbours' links blind. Were
+//! they inside, safe Rust would have to read each neighbour's tag first, a second cache miss
+//! that the cancel waits for; as it is, a cancel waits for its own entry only, and the two
+//! neighbour writes drain from the store buffer.
 //!
 //! Lists are doubly linked through `next`/`prev` indices with `NIL` as the end marker; only the
 //! head of each list is stored, so linking is a push-front and unlinking is O(1) given the entry,
@@ -53,22 +60,33 @@ pub(crate) struct Detached {
 
 /// One slab entry.
 #[derive(Debug)]
-pub(crate) struct Entry<T> {
-    /// Bumped every time the entry is freed; a `TimerId` must match it.
-    generation: u32,
-    /// Next entry on the bucket list (occupied) or on the free list (vacant).
+struct Entry<T> {
+    /// Next entry on the bucket chain (occupied) or on the free list (vacant).
     next: u32,
-    pub(crate) timer: Option<Timer<T>>,
+    /// Previous entry on the bucket chain; stale on a chain's head and on a vacant entry.
+    prev: u32,
+    slot: Slot<T>,
 }
 
-/// The part of an entry that exists only while a timer is pending.
+/// What an entry holds.
+#[derive(Debug)]
+enum Slot<T> {
+    Occupied(Timer<T>),
+    /// The generation the next timer stored here gets.
+    Vacant {
+        generation: u32,
+    },
+}
+
+/// A pending timer.
 #[derive(Debug)]
 pub(crate) struct Timer<T> {
     /// The tick the timer fires at (its deadline in Exact mode, rounded up in Coarse mode).
     pub(crate) expiry: u64,
     pub(crate) value: T,
-    prev: u32,
-    /// `bucket + 1`, so that `Option<Timer<T>>` needs no tag of its own.
+    /// Bumped every time the entry is freed; a `TimerId` must match it.
+    generation: u32,
+    /// `bucket + 1`: its niche is the tag of `Slot`.
     bucket_plus_one: NonZeroU32,
 }
 
@@ -120,69 +138,71 @@ impl<T> Slab<T> {
     /// The pending timer at `index` if `generation` matches.
     #[inline]
     pub(crate) fn get(&self, index: u32, generation: u32) -> Option<&Timer<T>> {
-        let entry = self.entries.get(index as usize)?;
-        if entry.generation != generation {
-            return None;
+        match &self.entries.get(index as usize)?.slot {
+            Slot::Occupied(timer) if timer.generation == generation => Some(timer),
+            _ => None,
         }
-        entry.timer.as_ref()
     }
 
     #[inline]
     pub(crate) fn get_mut(&mut self, index: u32, generation: u32) -> Option<&mut Timer<T>> {
-        let entry = self.entries.get_mut(index as usize)?;
-        if entry.generation != generation {
-            return None;
+        match &mut self.entries.get_mut(index as usize)?.slot {
+            Slot::Occupied(timer) if timer.generation == generation => Some(timer),
+            _ => None,
         }
-        entry.timer.as_mut()
     }
 
     /// The pending timer at `index`, which the caller knows is occupied.
     #[inline]
     pub(crate) fn timer(&self, index: u32) -> &Timer<T> {
-        self.entries[index as usize]
-            .timer
-            .as_ref()
-            .expect("occupied entry")
+        match &self.entries[index as usize].slot {
+            Slot::Occupied(timer) => timer,
+            Slot::Vacant { .. } => panic!("entry {index} is vacant"),
+        }
     }
 
     #[inline]
     pub(crate) fn timer_mut(&mut self, index: u32) -> &mut Timer<T> {
-        self.entries[index as usize]
-            .timer
-            .as_mut()
-            .expect("occupied entry")
+        match &mut self.entries[index as usize].slot {
+            Slot::Occupied(timer) => timer,
+            Slot::Vacant { .. } => panic!("entry {index} is vacant"),
+        }
     }
 
     /// Stores a new timer on `bucket`; returns (index, generation). The caller has checked
     /// capacity; `None` only when `u32` indices are exhausted.
     #[inline]
     pub(crate) fn insert(&mut self, bucket: Bucket, expiry: u64, value: T) -> Option<(u32, u32)> {
-        let timer = Timer {
+        let mut timer = Timer {
             expiry,
             value,
-            prev: NIL,
+            generation: self.generation_seed,
             bucket_plus_one: plus_one(bucket),
         };
         let index = if self.free_head != NIL {
             let index = self.free_head;
             let entry = &mut self.entries[index as usize];
             self.free_head = entry.next;
-            entry.timer = Some(timer);
+            let Slot::Vacant { generation } = entry.slot else {
+                unreachable!("entry {index} on the free list is occupied");
+            };
+            timer.generation = generation;
+            entry.slot = Slot::Occupied(timer);
             index
         } else {
             let index = u32::try_from(self.entries.len())
                 .ok()
                 .filter(|&i| i != NIL)?;
             self.entries.push(Entry {
-                generation: self.generation_seed,
                 next: NIL,
-                timer: Some(timer),
+                prev: NIL,
+                slot: Slot::Occupied(timer),
             });
             index
         };
         self.len += 1;
         self.push_front(bucket, index);
-        Some((index, self.entries[index as usize].generation))
+        Some((index, self.timer(index).generation))
     }
 
     /// Takes the timer at `index` off its list and frees the entry. Returns the timer's value and
@@ -198,11 +218,19 @@ impl<T> Slab<T> {
     #[inline]
     pub(crate) fn free_detached(&mut self, index: u32) -> (u32, T) {
         let entry = &mut self.entries[index as usize];
-        let timer = entry.timer.take().expect("occupied entry");
-        let generation = entry.generation;
         // Wrapping is deliberate: an id aliases a new timer only after exactly 2^32 reuses of
         // the same entry while the stale id is still held.
-        entry.generation = generation.wrapping_add(1);
+        let next_generation = match &entry.slot {
+            Slot::Occupied(timer) => timer.generation.wrapping_add(1),
+            Slot::Vacant { .. } => panic!("entry {index} is vacant"),
+        };
+        let vacant = Slot::Vacant {
+            generation: next_generation,
+        };
+        let Slot::Occupied(timer) = std::mem::replace(&mut entry.slot, vacant) else {
+            unreachable!("checked above");
+        };
+        let generation = timer.generation;
         entry.next = self.free_head;
         self.free_head = index;
         self.len -= 1;
@@ -275,7 +303,8 @@ impl<T> Slab<T> {
             while index != NIL {
                 out.push(index);
                 if prev != NIL {
-                    assert_eq!(self.timer(index).prev, prev, "prev link of entry {index}");
+                    let link = self.entries[index as usize].prev;
+                    assert_eq!(link, prev, "prev link of entry {index}");
                 }
                 prev = index;
                 index = self.entries[index as usize].next;
@@ -298,8 +327,10 @@ impl<T> Slab<T> {
         self.free_head = NIL;
         for index in (0..self.entries.len()).rev() {
             let entry = &mut self.entries[index];
-            if entry.timer.take().is_some() {
-                entry.generation = entry.generation.wrapping_add(1);
+            if let Slot::Occupied(timer) = &entry.slot {
+                entry.slot = Slot::Vacant {
+                    generation: timer.generation.wrapping_add(1),
+                };
             }
             entry.next = self.free_head;
             self.free_head = index as u32;
@@ -312,18 +343,20 @@ impl<T> Slab<T> {
     fn push_front(&mut self, bucket: Bucket, index: u32) {
         let chain = chain_of(bucket, index);
         let head = self.heads[chain];
-        self.entries[index as usize].next = head;
-        self.timer_mut(index).prev = NIL;
+        let entry = &mut self.entries[index as usize];
+        entry.next = head;
+        entry.prev = NIL;
         if head != NIL {
-            self.timer_mut(head).prev = index;
+            // A blind write: `prev` is outside the slot, so the old head is not read.
+            self.entries[head as usize].prev = index;
         }
         self.heads[chain] = index;
     }
 
     fn unlink(&mut self, index: u32) -> (Bucket, bool) {
-        let next = self.entries[index as usize].next;
-        let timer = self.timer(index);
-        let (prev, bucket) = (timer.prev, timer.bucket());
+        let entry = &self.entries[index as usize];
+        let (next, prev) = (entry.next, entry.prev);
+        let bucket = self.timer(index).bucket();
         let chain = chain_of(bucket, index);
         if self.heads[chain] == index {
             self.heads[chain] = next;
@@ -332,8 +365,8 @@ impl<T> Slab<T> {
             self.entries[prev as usize].next = next;
         }
         if next != NIL {
-            // Stale if `next` just became the head, which is allowed.
-            self.timer_mut(next).prev = prev;
+            // Blind, like the write above; stale if `next` just became the head, as allowed.
+            self.entries[next as usize].prev = prev;
         }
         (bucket, self.is_empty(bucket))
     }
