@@ -186,8 +186,8 @@ impl<T> Buckets<T> {
 
     /// Detaches every timer of `bucket` (which becomes empty, so unfrozen); walk them with
     /// [`next_detached`](Self::next_detached) and link each with
-    /// [`link_detached`](Self::link_detached) or free it with [`remove_detached`]
-    /// (Self::remove_detached) before asking for the next.
+    /// [`link_detached`](Self::link_detached) or free it with
+    /// [`free_detached`](Self::free_detached) before asking for the next.
     pub(crate) fn take(&mut self, bucket: Bucket) -> Detached {
         let detached = self.slab.take_list(bucket);
         self.unlinked(bucket, true);

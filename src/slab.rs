@@ -282,6 +282,7 @@ impl<T> Slab<T> {
 
     /// The next detached entry, from the chains in turn; the caller relinks or removes it before
     /// asking for another.
+    #[inline]
     pub(crate) fn pop_detached(&self, detached: &mut Detached) -> Option<u32> {
         for _ in 0..CHAINS {
             detached.turn = (detached.turn + 1) & (CHAINS - 1);
@@ -314,6 +315,7 @@ impl<T> Slab<T> {
     }
 
     /// Links an entry that was detached by `take_list` onto `bucket`.
+    #[inline]
     pub(crate) fn push_detached(&mut self, bucket: Bucket, index: u32, expiry: u64) {
         let timer = self.timer_mut(index);
         timer.expiry = expiry;
