@@ -50,6 +50,12 @@ pub(crate) fn level_and_slot(bucket: Bucket) -> (usize, usize) {
     )
 }
 
+/// True for a bucket of one of `levels` levels (not `due` or `overflow`).
+#[inline]
+pub(crate) fn is_wheel_bucket(bucket: Bucket, levels: usize) -> bool {
+    (bucket as usize) < levels * SLOTS
+}
+
 /// The bit of `slot` in a level's bitmap.
 #[inline]
 fn slot_bit(slot: usize) -> u64 {
@@ -117,7 +123,7 @@ impl<T> Buckets<T> {
     /// True for a bucket of one of the levels (not `due` or `overflow`).
     #[inline]
     pub(crate) fn is_wheel(&self, bucket: Bucket) -> bool {
-        (bucket as usize) < self.levels * SLOTS
+        is_wheel_bucket(bucket, self.levels)
     }
 
     /// Pending timers.
@@ -134,6 +140,9 @@ impl<T> Buckets<T> {
         self.slab.get(index, generation)
     }
 
+    /// The pending timer at `index` if `generation` matches, to rewrite its value, or the expiry
+    /// of a timer on a wheel bucket (an overflow timer's expiry goes through
+    /// [`set_expiry`](Self::set_expiry), which keeps the bound).
     #[inline]
     pub(crate) fn get_mut(&mut self, index: u32, generation: u32) -> Option<&mut Timer<T>> {
         self.slab.get_mut(index, generation)

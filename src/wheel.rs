@@ -53,7 +53,7 @@
 //!   next sweep; the sweep that finds nothing costs one walk of the overflow list.
 //! - A sweep walks the whole overflow list. It is meant for rare, very long timers.
 
-use crate::buckets::{Bucket, Buckets, level_and_slot, wheel_bucket};
+use crate::buckets::{Bucket, Buckets, is_wheel_bucket, level_and_slot, wheel_bucket};
 use crate::geometry::{
     self, SLOTS, granularity_shift, granules_ceil, granules_to_tick, level_for, level_for_delay,
     level_span_ticks, round_up, slot_for, slot_of_granule, slot_start, top_block_start,
@@ -214,16 +214,17 @@ impl<T> Wheel<T> {
     /// ```
     #[inline]
     pub fn reset(&mut self, id: TimerId, deadline: u64) -> bool {
-        let Some(timer) = self.buckets.get(id.index, id.generation) else {
+        let (mode, levels) = (self.mode, self.levels);
+        let Some(timer) = self.buckets.get_mut(id.index, id.generation) else {
             return false;
         };
         let (old_bucket, old_expiry) = (timer.bucket(), timer.expiry);
         self.stats.resets += 1;
-        if self.mode == Mode::Exact && deadline >= old_expiry && self.buckets.is_wheel(old_bucket) {
+        if mode == Mode::Exact && deadline >= old_expiry && is_wheel_bucket(old_bucket, levels) {
             // The same deferral as below; an Exact expiry is the deadline itself, so there is
             // nothing to compute (a deadline past the top level goes to the overflow list when
-            // the timer is placed again).
-            self.buckets.set_expiry(id.index, deadline);
+            // the timer is placed again). On a wheel bucket, no overflow bound to keep.
+            timer.expiry = deadline;
             self.stats.resets_deferred += 1;
             return true;
         }
