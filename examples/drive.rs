@@ -41,6 +41,8 @@ fn main() {
     let insert_ns = start.elapsed().as_nanos() as f64 / CONNECTIONS as f64;
 
     let (mut resets, mut cancels, mut fired, mut late_ticks) = (0u64, 0u64, 0u64, 0u64);
+    // Ticks at which a loop sleeping until `next_expiry` would wake, and those that fire nothing.
+    let (mut wakes, mut empty_wakes) = (0u64, 0u64);
     let mut first_fires = Vec::new();
     let run = Instant::now();
     for now in 1..=TICKS {
@@ -66,6 +68,8 @@ fn main() {
                 }
             }
         }
+        let wake = wheel.next_expiry().is_some_and(|tick| tick <= now);
+        let fired_before = fired;
         while let Some((id, conn)) = wheel.poll(now) {
             timers[conn as usize] = None;
             fired += 1;
@@ -73,6 +77,10 @@ fn main() {
             if first_fires.len() < 5 {
                 first_fires.push((now, conn));
             }
+        }
+        if wake {
+            wakes += 1;
+            empty_wakes += u64::from(fired == fired_before);
         }
     }
     let elapsed = run.elapsed();
@@ -88,11 +96,16 @@ fn main() {
     println!("  ...");
     println!("fired      {fired:>10}  (idle connections closed)");
     println!(
-        "resets     {resets:>10}  ({} stayed in their bucket)",
-        stats.resets_in_place
+        "resets     {resets:>10}  ({} stayed in their bucket, {} deferred to a later one)",
+        stats.resets_in_place, stats.resets_deferred
     );
     println!("cancels    {cancels:>10}");
     println!("cascades   {:>10}", stats.cascades);
+    println!(
+        "replaced   {:>10}  (deferred timers placed again when their old bucket came due)",
+        stats.replaced
+    );
+    println!("wake-ups   {wakes:>10}  ({empty_wakes} fired nothing)");
     println!("pending    {:>10}  at tick {}", wheel.len(), wheel.now());
     println!("lateness   {late_ticks:>10}  ticks in total (a poll every tick fires on time)");
     println!("insert     {insert_ns:>10.1}  ns each (fresh wheel)");

@@ -95,7 +95,19 @@ impl Builder {
 const MAX_CAPACITY: usize = u32::MAX as usize - 1;
 
 /// Why [`Builder::build`] refused a geometry.
+///
+/// More reasons may be added, so the enum is `#[non_exhaustive]`; the predicates
+/// ([`is_levels`](Self::is_levels), [`is_capacity`](Self::is_capacity)) keep working as it grows.
+///
+/// ```
+/// use tickwheel::{Mode, Wheel};
+///
+/// let err = Wheel::builder(Mode::Exact).levels(12).build::<()>().unwrap_err();
+/// assert!(err.is_levels());
+/// assert_eq!(err.to_string(), "Exact wheel needs 1 to 11 levels, not 12");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BuildError {
     /// The number of levels is zero or above what the mode supports.
     Levels {

@@ -34,6 +34,13 @@ pub(crate) const COARSE_MAX_LEVELS: usize = 20;
 /// Coarse mode default: 9 levels, as Linux with HZ > 100 (about 12 days at 1 ms).
 pub(crate) const COARSE_DEFAULT_LEVELS: usize = 9;
 
+/// Highest number of levels either mode supports.
+pub(crate) const MAX_LEVELS: usize = if COARSE_MAX_LEVELS > EXACT_MAX_LEVELS {
+    COARSE_MAX_LEVELS
+} else {
+    EXACT_MAX_LEVELS
+};
+
 /// Exact mode: the level a deadline belongs to, seen from `now`.
 ///
 /// It is the index of the highest 6-bit digit in which `now` and `deadline` differ; a deadline
@@ -119,10 +126,16 @@ pub(crate) fn round_up(deadline: u64, shift: u32) -> u64 {
     granules_to_tick(granules_ceil(deadline, shift), shift)
 }
 
+/// Coarse mode: the slot a granule number falls in (granules wrap around the 64 slots).
+#[inline]
+pub(crate) fn slot_of_granule(granule: u64) -> usize {
+    (granule & SLOT_MASK) as usize
+}
+
 /// Coarse mode: the bucket within its level of a timer that expires at `expiry` (already rounded).
 #[inline]
 pub(crate) fn bucket_for(expiry: u64, level: usize) -> usize {
-    (granules_ceil(expiry, granularity_shift(level)) & SLOT_MASK) as usize
+    slot_of_granule(granules_ceil(expiry, granularity_shift(level)))
 }
 
 #[cfg(test)]

@@ -40,11 +40,13 @@
 //!
 //! 64 buckets a level, level `n` has a granularity of `8^n` ticks and holds delays below
 //! `63 * 8^n`, the level Linux's `calc_wheel_index` picks. The deadline is rounded *up* to the
-//! level's granularity, so a timer never fires early and never moves after it is placed. Given
-//! up: precision. The slack is below one granule, at most 8/63 (about 12.5%) of the delay, and
-//! never more than Linux gives for the same delay (Linux is always at least one tick late). For a
-//! keepalive that is reset on every request, this is the right trade: a reset that lands in the
-//! same bucket only rewrites the expiry, and nothing is ever cascaded.
+//! level's granularity, so a timer never fires early and is never cascaded. Given up: precision.
+//! The slack is below one granule, at most 8/63 (about 12.5%) of the delay, and never more than
+//! Linux gives for the same delay (Linux is always at least one tick late). For a keepalive that
+//! is reset on every request, this is the right trade. A reset to a later expiry (the keepalive
+//! refresh) only rewrites it, as in Exact mode: the timer stays in its bucket and is placed again
+//! when that bucket comes due. Given up for that: [`Wheel::next_expiry`] may name such a bucket,
+//! a wake-up that fires nothing, at most once per bucket that timers were pushed out of.
 //!
 //! Levels for a 1 ms tick (the default is 9 levels, as Linux with HZ > 100; up to 20):
 //!
@@ -96,6 +98,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod buckets;
 mod builder;
 mod geometry;
 mod slab;
@@ -105,6 +108,18 @@ pub use builder::{BuildError, Builder};
 pub use wheel::{Drain, Wheel};
 
 /// How the wheel trades precision for work; see the [crate documentation](crate).
+///
+/// ```
+/// use tickwheel::{Mode, Wheel};
+///
+/// // Exact fires on the deadline tick; Coarse rounds a 1000-tick delay up to a 64-tick granule.
+/// let mut exact = Wheel::new(Mode::Exact);
+/// let mut coarse = Wheel::new(Mode::Coarse);
+/// let e = exact.insert(1_000, ()).unwrap();
+/// let c = coarse.insert(1_000, ()).unwrap();
+/// assert_eq!(exact.expiry(e), Some(1_000));
+/// assert_eq!(coarse.expiry(c), Some(1_024));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Mode {
     /// Cascading levels, 64x coarser each: a timer fires on its deadline tick.
@@ -115,6 +130,16 @@ pub enum Mode {
 
 /// Names a timer in one [`Wheel`]: a slab index and a generation. Copy it freely; once the timer
 /// fires or is cancelled the id goes stale and every call with it does nothing.
+///
+/// ```
+/// use tickwheel::{Mode, TimerId, Wheel};
+///
+/// let mut wheel = Wheel::new(Mode::Coarse);
+/// let id = wheel.insert(100, 'a').unwrap();
+/// let stored: u64 = id.to_bits(); // e.g. kept in an atomic or a connection table
+/// assert_eq!(wheel.cancel(TimerId::from_bits(stored)), Some('a'));
+/// assert_eq!(wheel.cancel(id), None, "stale once cancelled");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TimerId {
     index: u32,
@@ -138,6 +163,16 @@ impl TimerId {
 }
 
 /// The error of [`Wheel::insert`] on a bounded wheel that is full; it hands the value back.
+///
+/// ```
+/// use tickwheel::{Mode, Wheel};
+///
+/// let mut wheel = Wheel::builder(Mode::Coarse).capacity(1).build().unwrap();
+/// wheel.insert(10, String::from("first")).unwrap();
+/// let full = wheel.insert(20, String::from("second")).unwrap_err();
+/// assert_eq!(full.to_string(), "the timer wheel is at capacity");
+/// assert_eq!(full.into_inner(), "second", "nothing is lost");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Full<T>(pub T);
 
@@ -157,7 +192,21 @@ impl<T> std::fmt::Display for Full<T> {
 impl<T: std::fmt::Debug> std::error::Error for Full<T> {}
 
 /// Counters a wheel keeps since it was built; read them with [`Wheel::stats`].
+///
+/// New counters may be added, so the struct is `#[non_exhaustive]`: read its fields, do not
+/// build one.
+///
+/// ```
+/// use tickwheel::{Mode, Wheel};
+///
+/// let mut wheel = Wheel::new(Mode::Coarse);
+/// let id = wheel.insert(1_000, ()).unwrap();
+/// wheel.reset(id, 5_000); // a keepalive refresh: pushed later, only the expiry is rewritten
+/// let stats = wheel.stats();
+/// assert_eq!((stats.inserted, stats.resets, stats.resets_deferred), (1, 1, 1));
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Stats {
     /// Timers inserted.
     pub inserted: u64,
@@ -169,9 +218,11 @@ pub struct Stats {
     pub resets: u64,
     /// Resets that stayed in their bucket and only rewrote the expiry.
     pub resets_in_place: u64,
-    /// Exact resets to a later deadline that only rewrote the expiry; the timer is placed again
-    /// when its old slot comes due (counted in `cascades` then).
+    /// Resets to a later expiry in another bucket that only rewrote the expiry; the timer is
+    /// placed again when its old bucket comes due (counted in `replaced` then).
     pub resets_deferred: u64,
     /// Timers moved down a level (Exact) or out of the overflow list (both modes).
     pub cascades: u64,
+    /// Timers placed again when the bucket they were deferred in came due.
+    pub replaced: u64,
 }

@@ -1,13 +1,22 @@
 //! Timer storage: a slab of entries threaded onto intrusive, index-linked lists.
 //!
-//! Each entry is 32 bytes for a `u64` payload: generation and the `next` link (4 + 4 bytes) sit
-//! outside an `Option` whose `None` costs nothing, because the bucket field is a `NonZeroU32`. A
-//! vacant entry reuses `next` as the free-list link, so freed memory is reused by the very next
-//! insert: there are no tombstones, and a reset-heavy load never grows the slab.
+//! Each entry is 32 bytes for a `u64` payload: the `next` and `prev` links (4 + 4 bytes) sit
+//! outside an enum that holds either the pending timer (expiry, value, generation, bucket) or,
+//! once vacant, only the generation. The enum needs no tag of its own: it lives in the bucket
+//! field's niche (a `NonZeroU32`), and the vacant variant fits beside it. A vacant entry reuses
+//! `next` as the free-list link, so freed memory is reused by the very next insert: there are no
+//! tombstones, and a reset-heavy load never grows the slab.
+//!
+//! The links are outside the enum so that an unlink writes the neighbours' links blind. Were
+//! they inside, safe Rust would have to read each neighbour's tag first, a second cache miss
+//! that the cancel waits for; as it is, a cancel waits for its own entry only, and the two
+//! neighbour writes drain from the store buffer.
 //!
 //! Lists are doubly linked through `next`/`prev` indices with `NIL` as the end marker; only the
 //! head of each list is stored, so linking is a push-front and unlinking is O(1) given the entry,
-//! which records the bucket it is on.
+//! which records the bucket it is on. An entry is a head iff its chain's head names it, so a
+//! head's `prev` is left stale: taking the head off (the drain's [`Slab::pop_front`]) writes
+//! nothing into the next entry, which keeps the firing walk to one dependent load per timer.
 //!
 //! Each bucket is `CHAINS` lists, an entry going on chain `index % CHAINS`. A list walk is a chain
 //! of dependent loads, one cache miss per timer once the slab outgrows the cache; walking the
@@ -16,20 +25,22 @@
 //! bucket (16 bytes) and a look at all of them to tell whether a bucket is empty.
 //!
 //! Invariants:
-//! - an entry is occupied iff it is on exactly one bucket list, the one named by its `bucket`;
+//! - an entry is occupied iff it is on exactly one bucket list, the one named by its `bucket`,
+//!   or detached (taken off by `take_list` or `pop_front`, to be pushed again or freed before
+//!   the wheel's call returns);
+//! - `prev` is the previous entry of the chain, except on the chain's head;
 //! - an entry is vacant iff it is on the free list;
-//! - a bucket's bit is set in `occupied` (per level) iff its list is non-empty (`wheel.rs` keeps
+//! - a bucket's bit is set in `occupied` (per level) iff its list is non-empty (`buckets.rs` keeps
 //!   the bitmaps, this file reports when a list becomes empty or non-empty).
 //!
 //! Given up: indices are `u32`, so one wheel holds at most `u32::MAX - 1` timers.
 
 use std::num::NonZeroU32;
 
+use crate::buckets::Bucket;
+
 /// End of a list, and "no entry".
 pub(crate) const NIL: u32 = u32::MAX;
-
-/// A list identifier: `level * 64 + slot` for wheel buckets, then the two special lists.
-pub(crate) type Bucket = u32;
 
 /// Lists per bucket; a power of two.
 const CHAINS: usize = 4;
@@ -49,22 +60,33 @@ pub(crate) struct Detached {
 
 /// One slab entry.
 #[derive(Debug)]
-pub(crate) struct Entry<T> {
-    /// Bumped every time the entry is freed; a `TimerId` must match it.
-    pub(crate) generation: u32,
-    /// Next entry on the bucket list (occupied) or on the free list (vacant).
+struct Entry<T> {
+    /// Next entry on the bucket chain (occupied) or on the free list (vacant).
     next: u32,
-    pub(crate) timer: Option<Timer<T>>,
+    /// Previous entry on the bucket chain; stale on a chain's head and on a vacant entry.
+    prev: u32,
+    slot: Slot<T>,
 }
 
-/// The part of an entry that exists only while a timer is pending.
+/// What an entry holds.
+#[derive(Debug)]
+enum Slot<T> {
+    Occupied(Timer<T>),
+    /// The generation the next timer stored here gets.
+    Vacant {
+        generation: u32,
+    },
+}
+
+/// A pending timer.
 #[derive(Debug)]
 pub(crate) struct Timer<T> {
     /// The tick the timer fires at (its deadline in Exact mode, rounded up in Coarse mode).
     pub(crate) expiry: u64,
     pub(crate) value: T,
-    prev: u32,
-    /// `bucket + 1`, so that `Option<Timer<T>>` needs no tag of its own.
+    /// Bumped every time the entry is freed; a `TimerId` must match it.
+    generation: u32,
+    /// `bucket + 1`: its niche is the tag of `Slot`.
     bucket_plus_one: NonZeroU32,
 }
 
@@ -77,11 +99,11 @@ impl<T> Timer<T> {
 /// Entries, the free list and the heads of all bucket lists.
 #[derive(Debug)]
 pub(crate) struct Slab<T> {
-    pub(crate) entries: Vec<Entry<T>>,
+    entries: Vec<Entry<T>>,
     /// `CHAINS` list heads per bucket.
     heads: Vec<u32>,
     free_head: u32,
-    /// Rotates the chain that `pop_candidate` offers next.
+    /// Rotates the chain that `pop_front` takes from next.
     cursor: usize,
     len: usize,
     /// Generation given to entries created by this slab; random per wheel.
@@ -113,91 +135,74 @@ impl<T> Slab<T> {
             .all(|&head| head == NIL)
     }
 
-    /// A timer on `bucket` to hand out next, or `NIL`; successive calls take the chains in turn.
-    #[inline]
-    pub(crate) fn pop_candidate(&mut self, bucket: Bucket) -> u32 {
-        let first = bucket as usize * CHAINS;
-        for _ in 0..CHAINS {
-            self.cursor = self.cursor.wrapping_add(1);
-            let head = self.heads[first + (self.cursor & (CHAINS - 1))];
-            if head != NIL {
-                return head;
-            }
-        }
-        NIL
-    }
-
     /// The pending timer at `index` if `generation` matches.
     #[inline]
     pub(crate) fn get(&self, index: u32, generation: u32) -> Option<&Timer<T>> {
-        let entry = self.entries.get(index as usize)?;
-        if entry.generation != generation {
-            return None;
+        match &self.entries.get(index as usize)?.slot {
+            Slot::Occupied(timer) if timer.generation == generation => Some(timer),
+            _ => None,
         }
-        entry.timer.as_ref()
     }
 
     #[inline]
     pub(crate) fn get_mut(&mut self, index: u32, generation: u32) -> Option<&mut Timer<T>> {
-        let entry = self.entries.get_mut(index as usize)?;
-        if entry.generation != generation {
-            return None;
+        match &mut self.entries.get_mut(index as usize)?.slot {
+            Slot::Occupied(timer) if timer.generation == generation => Some(timer),
+            _ => None,
         }
-        entry.timer.as_mut()
     }
 
     /// The pending timer at `index`, which the caller knows is occupied.
     #[inline]
     pub(crate) fn timer(&self, index: u32) -> &Timer<T> {
-        self.entries[index as usize]
-            .timer
-            .as_ref()
-            .expect("occupied entry")
+        match &self.entries[index as usize].slot {
+            Slot::Occupied(timer) => timer,
+            Slot::Vacant { .. } => panic!("entry {index} is vacant"),
+        }
     }
 
     #[inline]
     pub(crate) fn timer_mut(&mut self, index: u32) -> &mut Timer<T> {
-        self.entries[index as usize]
-            .timer
-            .as_mut()
-            .expect("occupied entry")
+        match &mut self.entries[index as usize].slot {
+            Slot::Occupied(timer) => timer,
+            Slot::Vacant { .. } => panic!("entry {index} is vacant"),
+        }
     }
 
-    /// Stores a new timer on `bucket`; returns (index, generation, list was empty before).
-    /// The caller has checked capacity; `None` only when `u32` indices are exhausted.
+    /// Stores a new timer on `bucket`; returns (index, generation). The caller has checked
+    /// capacity; `None` only when `u32` indices are exhausted.
     #[inline]
-    pub(crate) fn insert(
-        &mut self,
-        bucket: Bucket,
-        expiry: u64,
-        value: T,
-    ) -> Option<(u32, u32, bool)> {
-        let timer = Timer {
+    pub(crate) fn insert(&mut self, bucket: Bucket, expiry: u64, value: T) -> Option<(u32, u32)> {
+        let mut timer = Timer {
             expiry,
             value,
-            prev: NIL,
+            generation: self.generation_seed,
             bucket_plus_one: plus_one(bucket),
         };
         let index = if self.free_head != NIL {
             let index = self.free_head;
             let entry = &mut self.entries[index as usize];
             self.free_head = entry.next;
-            entry.timer = Some(timer);
+            let Slot::Vacant { generation } = entry.slot else {
+                unreachable!("entry {index} on the free list is occupied");
+            };
+            timer.generation = generation;
+            entry.slot = Slot::Occupied(timer);
             index
         } else {
             let index = u32::try_from(self.entries.len())
                 .ok()
                 .filter(|&i| i != NIL)?;
             self.entries.push(Entry {
-                generation: self.generation_seed,
                 next: NIL,
-                timer: Some(timer),
+                prev: NIL,
+                slot: Slot::Occupied(timer),
             });
             index
         };
         self.len += 1;
-        let was_empty = self.push_front(bucket, index);
-        Some((index, self.entries[index as usize].generation, was_empty))
+        self.push_front(bucket, index);
+        Some((index, self.timer(index).generation))
     }
 
     /// Takes the timer at `index` off its list and frees the entry. Returns the timer's value and
@@ -205,32 +210,63 @@ impl<T> Slab<T> {
     #[inline]
     pub(crate) fn remove(&mut self, index: u32) -> (T, Bucket, bool) {
         let (bucket, now_empty) = self.unlink(index);
+        let (_, value) = self.free_detached(index);
+        (value, bucket, now_empty)
+    }
+
+    /// Frees a detached entry; returns the generation its id had, and its value.
+    #[inline]
+    pub(crate) fn free_detached(&mut self, index: u32) -> (u32, T) {
         let entry = &mut self.entries[index as usize];
-        let timer = entry.timer.take().expect("occupied entry");
         // Wrapping is deliberate: an id aliases a new timer only after exactly 2^32 reuses of
         // the same entry while the stale id is still held.
-        entry.generation = entry.generation.wrapping_add(1);
+        let next_generation = match &entry.slot {
+            Slot::Occupied(timer) => timer.generation.wrapping_add(1),
+            Slot::Vacant { .. } => panic!("entry {index} is vacant"),
+        };
+        let vacant = Slot::Vacant {
+            generation: next_generation,
+        };
+        let Slot::Occupied(timer) = std::mem::replace(&mut entry.slot, vacant) else {
+            unreachable!("checked above");
+        };
+        let generation = timer.generation;
         entry.next = self.free_head;
         self.free_head = index;
         self.len -= 1;
-        (timer.value, bucket, now_empty)
+        (generation, timer.value)
+    }
+
+    /// Detaches the head of the next non-empty chain of `bucket` (the chains in turn); returns
+    /// it and whether the bucket is now empty, or `None` if it was empty. The entry's `bucket`
+    /// is stale until it is pushed again ([`push_detached`](Self::push_detached)) or freed
+    /// ([`free_detached`](Self::free_detached)).
+    #[inline]
+    pub(crate) fn pop_front(&mut self, bucket: Bucket) -> Option<(u32, bool)> {
+        let first = bucket as usize * CHAINS;
+        for _ in 0..CHAINS {
+            self.cursor = self.cursor.wrapping_add(1);
+            let chain = first + (self.cursor & (CHAINS - 1));
+            let head = self.heads[chain];
+            if head != NIL {
+                // The new head's `prev` stays stale: heads are known by `heads`, not by `prev`.
+                self.heads[chain] = self.entries[head as usize].next;
+                return Some((head, self.is_empty(bucket)));
+            }
+        }
+        None
     }
 
     /// Moves the occupied entry `index` to `bucket` with a new expiry. Returns (old bucket, old
-    /// list became empty, new list was empty).
+    /// list became empty).
     #[inline]
-    pub(crate) fn relink(
-        &mut self,
-        index: u32,
-        bucket: Bucket,
-        expiry: u64,
-    ) -> (Bucket, bool, bool) {
+    pub(crate) fn relink(&mut self, index: u32, bucket: Bucket, expiry: u64) -> (Bucket, bool) {
         let (old, now_empty) = self.unlink(index);
         let timer = self.timer_mut(index);
         timer.expiry = expiry;
         timer.bucket_plus_one = plus_one(bucket);
-        let was_empty = self.push_front(bucket, index);
-        (old, now_empty, was_empty)
+        self.push_front(bucket, index);
+        (old, now_empty)
     }
 
     /// Detaches every list of a bucket; the entries keep their links to each other but their
@@ -246,6 +282,7 @@ impl<T> Slab<T> {
 
     /// The next detached entry, from the chains in turn; the caller relinks or removes it before
     /// asking for another.
+    #[inline]
     pub(crate) fn pop_detached(&self, detached: &mut Detached) -> Option<u32> {
         for _ in 0..CHAINS {
             detached.turn = (detached.turn + 1) & (CHAINS - 1);
@@ -258,26 +295,32 @@ impl<T> Slab<T> {
         None
     }
 
-    /// Every entry on `bucket`, chain by chain; for checks in tests.
+    /// Every entry on `bucket`, chain by chain, checking the `prev` links; for checks in tests.
     pub(crate) fn members(&self, bucket: Bucket) -> Vec<u32> {
         let mut out = Vec::new();
         for chain in 0..CHAINS {
             let mut index = self.heads[bucket as usize * CHAINS + chain];
+            let mut prev = NIL;
             while index != NIL {
                 out.push(index);
+                if prev != NIL {
+                    let link = self.entries[index as usize].prev;
+                    assert_eq!(link, prev, "prev link of entry {index}");
+                }
+                prev = index;
                 index = self.entries[index as usize].next;
             }
         }
         out
     }
 
-    /// Links an entry that was detached by `take_list` onto `bucket`; returns whether that list
-    /// was empty before.
-    pub(crate) fn push_detached(&mut self, bucket: Bucket, index: u32, expiry: u64) -> bool {
+    /// Links an entry that was detached by `take_list` onto `bucket`.
+    #[inline]
+    pub(crate) fn push_detached(&mut self, bucket: Bucket, index: u32, expiry: u64) {
         let timer = self.timer_mut(index);
         timer.expiry = expiry;
         timer.bucket_plus_one = plus_one(bucket);
-        self.push_front(bucket, index)
+        self.push_front(bucket, index);
     }
 
     /// Drops every timer and forgets every entry; generations are bumped so old ids stay stale.
@@ -286,8 +329,10 @@ impl<T> Slab<T> {
         self.free_head = NIL;
         for index in (0..self.entries.len()).rev() {
             let entry = &mut self.entries[index];
-            if entry.timer.take().is_some() {
-                entry.generation = entry.generation.wrapping_add(1);
+            if let Slot::Occupied(timer) = &entry.slot {
+                entry.slot = Slot::Vacant {
+                    generation: timer.generation.wrapping_add(1),
+                };
             }
             entry.next = self.free_head;
             self.free_head = index as u32;
@@ -295,33 +340,35 @@ impl<T> Slab<T> {
         self.len = 0;
     }
 
-    /// Links `index` at the front of its chain of `bucket`; returns whether the bucket was empty.
-    fn push_front(&mut self, bucket: Bucket, index: u32) -> bool {
-        let was_empty = self.is_empty(bucket);
+    /// Links `index` at the front of its chain of `bucket`.
+    #[inline]
+    fn push_front(&mut self, bucket: Bucket, index: u32) {
         let chain = chain_of(bucket, index);
         let head = self.heads[chain];
-        self.entries[index as usize].next = head;
-        self.timer_mut(index).prev = NIL;
+        let entry = &mut self.entries[index as usize];
+        entry.next = head;
+        entry.prev = NIL;
         if head != NIL {
-            self.timer_mut(head).prev = index;
+            // A blind write: `prev` is outside the slot, so the old head is not read.
+            self.entries[head as usize].prev = index;
         }
         self.heads[chain] = index;
-        was_empty
     }
 
     fn unlink(&mut self, index: u32) -> (Bucket, bool) {
-        let next = self.entries[index as usize].next;
-        let timer = self.timer(index);
-        let (prev, bucket) = (timer.prev, timer.bucket());
-        if prev == NIL {
-            let chain = chain_of(bucket, index);
-            debug_assert_eq!(self.heads[chain], index, "list head out of sync");
+        let entry = &self.entries[index as usize];
+        let (next, prev) = (entry.next, entry.prev);
+        let bucket = self.timer(index).bucket();
+        let chain = chain_of(bucket, index);
+        if self.heads[chain] == index {
             self.heads[chain] = next;
         } else {
+            debug_assert_ne!(prev, NIL, "a middle entry has a previous one");
             self.entries[prev as usize].next = next;
         }
         if next != NIL {
-            self.timer_mut(next).prev = prev;
+            // Blind, like the write above; stale if `next` just became the head, as allowed.
+            self.entries[next as usize].prev = prev;
         }
         (bucket, self.is_empty(bucket))
     }
@@ -343,23 +390,22 @@ mod tests {
     #[test]
     fn lists_link_and_unlink_in_o1() {
         let mut slab = Slab::new(2, 0, 7);
-        let (a, ga, first) = slab.insert(0, 1, 'a').unwrap();
-        let (b, _, _) = slab.insert(0, 2, 'b').unwrap();
-        let (c, _, _) = slab.insert(0, 3, 'c').unwrap();
-        let (e, _, _) = slab.insert(0, 3, 'e').unwrap();
-        let (f, _, _) = slab.insert(0, 3, 'f').unwrap();
-        assert!(first);
+        let (a, ga) = slab.insert(0, 1, 'a').unwrap();
+        let (b, _) = slab.insert(0, 2, 'b').unwrap();
+        let (c, _) = slab.insert(0, 3, 'c').unwrap();
+        let (e, _) = slab.insert(0, 3, 'e').unwrap();
+        let (f, _) = slab.insert(0, 3, 'f').unwrap();
         assert_eq!(ga, 7);
         assert_eq!(slab.members(0), [f, a, b, c, e]);
         assert_eq!(slab.remove(b), ('b', 0, false));
         assert_eq!(slab.remove(f), ('f', 0, false));
         assert_eq!(slab.remove(e), ('e', 0, false));
         assert_eq!(slab.members(0), [a, c]);
-        assert_eq!(slab.relink(a, 1, 9), (0, false, true));
+        assert_eq!(slab.relink(a, 1, 9), (0, false));
         assert_eq!(slab.remove(c), ('c', 0, true));
         assert_eq!(slab.len(), 1);
         // The freed entries are reused, newest first, with a bumped generation.
-        let (d, gd, _) = slab.insert(1, 4, 'd').unwrap();
+        let (d, gd) = slab.insert(1, 4, 'd').unwrap();
         assert_eq!((d, gd), (c, 8));
         assert_eq!(slab.members(1), [a, d]);
         assert!(slab.get(c, 7).is_none());

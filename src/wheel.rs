@@ -3,9 +3,11 @@
 //! ## Model
 //! `clock` is the last tick the wheel has been advanced to. Every pending timer is on exactly one
 //! list (`slab.rs`): a wheel bucket (`level * 64 + slot`), `DUE` (expiry already reached), or
-//! `OVERFLOW` (beyond the top level). Per level, one `u64` says which buckets are non-empty.
+//! `OVERFLOW` (beyond the top level). `buckets.rs` owns the lists and their summaries (per level,
+//! one `u64` of non-empty buckets and one of frozen ones); this file only says where a timer goes
+//! and when a bucket is due.
 //!
-//! A bucket whose expiry the clock has reached is *frozen* (a second bitmap): its timers are
+//! A bucket whose expiry the clock has reached is *frozen*: its timers are
 //! handed out one by one straight from its list, so firing touches each timer once.
 //! `poll(now)` pops `DUE`, then a frozen bucket, and otherwise moves the clock:
 //! - Exact goes event by event, in time order: the earliest occupied slot is frozen (level 0) or
@@ -24,34 +26,39 @@
 //! - Every timer in a wheel bucket has `expiry >= clock`.
 //! - Exact: a slot on level `n` shares every digit above `n` with `clock`, its index is not below
 //!   clock's digit `n`, and its timers expire at or after its start. So the lowest non-empty level
-//!   holds the earliest event, and timers leave a drain in non-decreasing expiry order. Each cascade lowers a level: at most `levels - 1`
-//!   per placement. A reset to a later deadline leaves the timer where it is (its slot then comes
-//!   due no later than the timer), and the drain places it again when the slot comes due.
-//! - Coarse: a timer's bucket never changes once placed (no cascading). On level `n` the occupied
-//!   bucket `i` stands for the unique granule `g` in `[ceil(clock / 8^n), ceil(clock / 8^n) + 63]`
-//!   with `g % 64 == i`; insertion keeps every timer inside that window (`delay < 63 * 8^n`).
-//! - A frozen bucket has `expiry <= clock` and is not in any window; in Coarse mode a new timer
-//!   whose bucket index collides with a frozen bucket thaws it first (moves its timers to `DUE`).
+//!   holds the earliest event, and timers leave a drain in non-decreasing expiry order. Each
+//!   cascade lowers a level: at most `levels - 1` per placement.
+//! - Coarse: no cascading; a timer moves only when a reset moves it or when the bucket a reset
+//!   deferred it in comes due. On level `n` the occupied bucket `i` stands for the unique granule
+//!   `g` in `[ceil(clock / 8^n), ceil(clock / 8^n) + 63]` with `g % 64 == i`; placement keeps
+//!   every timer inside that window (`delay < 63 * 8^n`), at that granule's tick.
+//! - Deferred resets (both modes): a reset to a later expiry leaves the timer where it is, so a
+//!   bucket's timers expire at or after its tick, never before. When the bucket comes due, a
+//!   timer whose expiry is still ahead of the clock is placed again instead of fired.
+//! - A frozen bucket's tick is `<= clock` and it is not in any window; its timers are due or
+//!   deferred. In Coarse mode a new timer whose bucket index collides with a frozen bucket thaws
+//!   it first: due timers go to `DUE`, deferred ones are placed again.
 //! - `OVERFLOW` timers are out of range of the top level; `overflow_bound` is a lower bound of
 //!   their expiries. They are swept into the wheel when the clock gets near that bound.
 //!
 //! ## Given up
-//! - Exact `next_expiry` reports a slot's start on levels above 0 (the wheel wakes to cascade),
-//!   and on level 0 a slot whose timers were all pushed back by `reset`, so a caller sleeping
-//!   until it may find nothing due; Coarse reports exact bucket expiries.
+//! - `next_expiry` is a lower bound, not always a tick at which something fires. Exact reports a
+//!   slot's start on levels above 0 (the wheel wakes to cascade). Both modes report the tick of a
+//!   bucket whose timers a reset pushed later: a caller sleeping until then finds nothing due,
+//!   once per such bucket, and the drain places those timers again. Without deferred resets,
+//!   Coarse reports the earliest expiry exactly. The trade: a keepalive refresh touches one slab
+//!   entry instead of three (the entry and the two neighbours an unlink writes), and a busy
+//!   server refreshes far more often than its buckets come due.
 //! - After an overflow timer is cancelled, `overflow_bound` may be stale (too early) until the
 //!   next sweep; the sweep that finds nothing costs one walk of the overflow list.
 //! - A sweep walks the whole overflow list. It is meant for rare, very long timers.
 
+use crate::buckets::{Bucket, Buckets, is_wheel_bucket, level_and_slot, wheel_bucket};
 use crate::geometry::{
-    self, SLOT_BITS, SLOT_MASK, SLOTS, granularity_shift, granules_ceil, granules_to_tick,
-    level_for, level_for_delay, level_span_ticks, round_up, slot_for, slot_start, top_block_start,
+    self, SLOTS, granularity_shift, granules_ceil, granules_to_tick, level_for, level_for_delay,
+    level_span_ticks, round_up, slot_for, slot_of_granule, slot_start, top_block_start,
 };
-use crate::slab::{Bucket, NIL, Slab};
 use crate::{Builder, Full, Mode, Stats, TimerId};
-
-/// Highest number of levels either mode supports.
-pub(crate) const MAX_LEVELS: usize = geometry::COARSE_MAX_LEVELS;
 
 /// What the drain does next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,13 +93,8 @@ pub struct Wheel<T> {
     mode: Mode,
     levels: usize,
     clock: u64,
-    slab: Slab<T>,
-    /// Bit `s` of `occupied[n]` is set iff bucket `n * 64 + s` is non-empty.
-    occupied: [u64; MAX_LEVELS],
-    /// Bit `s` of `frozen[n]` is set iff bucket `n * 64 + s` is non-empty and due.
-    frozen: [u64; MAX_LEVELS],
-    /// Lower bound of the expiries on the overflow list (meaningful only when it is non-empty).
-    overflow_bound: u64,
+    /// The timers, their lists, and which lists are occupied or frozen.
+    buckets: Buckets<T>,
     capacity: Option<usize>,
     stats: Stats,
     /// Expiry of the last timer fired, to check the order invariant in debug builds.
@@ -110,6 +112,13 @@ impl Wheel<()> {
 
 impl<T> Wheel<T> {
     /// An unbounded wheel in `mode` with the default number of levels, its clock at tick 0.
+    ///
+    /// ```
+    /// use tickwheel::{Mode, Wheel};
+    ///
+    /// let wheel: Wheel<u64> = Wheel::new(Mode::Coarse);
+    /// assert_eq!((wheel.now(), wheel.levels(), wheel.capacity()), (0, 9, None));
+    /// ```
     pub fn new(mode: Mode) -> Self {
         Builder::new(mode)
             .build()
@@ -123,16 +132,12 @@ impl<T> Wheel<T> {
         start: u64,
         generation_seed: u32,
     ) -> Self {
-        let buckets = levels * SLOTS + 2;
         let reserve = capacity.unwrap_or(0);
         Wheel {
             mode,
             levels,
             clock: start,
-            slab: Slab::new(buckets, reserve, generation_seed),
-            occupied: [0; MAX_LEVELS],
-            frozen: [0; MAX_LEVELS],
-            overflow_bound: u64::MAX,
+            buckets: Buckets::new(levels, reserve, generation_seed),
             capacity,
             stats: Stats::default(),
             #[cfg(debug_assertions)]
@@ -145,85 +150,131 @@ impl<T> Wheel<T> {
     /// Any deadline is accepted: one at or before [`now`](Self::now) is due at once (its expiry
     /// is `now()`), one beyond the top level waits on the overflow list. On a bounded wheel that
     /// is full, the value is handed back in [`Full`].
+    ///
+    /// ```
+    /// use tickwheel::{Mode, Wheel};
+    ///
+    /// let mut wheel = Wheel::new(Mode::Exact);
+    /// let soon = wheel.insert(3, "soon").unwrap();
+    /// let late = wheel.insert(u64::MAX, "end of time").unwrap();
+    /// assert_eq!(wheel.expiry(soon), Some(3));
+    /// assert_eq!(wheel.expiry(late), Some(u64::MAX));
+    /// assert_eq!(wheel.len(), 2);
+    /// ```
     #[inline]
     pub fn insert(&mut self, deadline: u64, value: T) -> Result<TimerId, Full<T>> {
-        if self.capacity.is_some_and(|cap| self.slab.len() >= cap) {
+        if self.capacity.is_some_and(|cap| self.buckets.len() >= cap) {
             return Err(Full(value));
         }
         let (bucket, expiry) = self.locate(deadline);
-        let Some((index, generation, was_empty)) = self.slab.insert(bucket, expiry, value) else {
+        let Some((index, generation)) = self.buckets.insert(bucket, expiry, value) else {
             unreachable!("u32 index space exhausted before capacity was reached");
         };
-        self.note_linked(bucket, was_empty, expiry);
         self.stats.inserted += 1;
         Ok(TimerId { index, generation })
     }
 
     /// Removes a pending timer and returns its value; `None` if `id` is stale or foreign.
+    ///
+    /// ```
+    /// use tickwheel::{Mode, Wheel};
+    ///
+    /// let mut wheel = Wheel::new(Mode::Coarse);
+    /// let id = wheel.insert(30_000, "request timeout").unwrap();
+    /// // The response went out in time.
+    /// assert_eq!(wheel.cancel(id), Some("request timeout"));
+    /// assert_eq!(wheel.cancel(id), None);
+    /// assert!(wheel.is_empty());
+    /// ```
     #[inline]
     pub fn cancel(&mut self, id: TimerId) -> Option<T> {
-        self.slab.get(id.index, id.generation)?;
-        let (value, bucket, now_empty) = self.slab.remove(id.index);
-        self.note_unlinked(bucket, now_empty);
+        self.buckets.get(id.index, id.generation)?;
+        let (value, _) = self.buckets.remove(id.index);
         self.stats.cancelled += 1;
         Some(value)
     }
 
     /// Moves a pending timer to a new deadline; `false` if `id` is stale or foreign.
     ///
-    /// When the new expiry falls in the timer's current bucket, only the expiry changes.
+    /// When the new expiry falls in the timer's current bucket, or is later than the current
+    /// one (the keepalive refresh), only the expiry changes: a timer pushed later stays in its
+    /// bucket and is placed again when that bucket comes due, so it never fires early, and
+    /// [`next_expiry`](Self::next_expiry) may then name a tick at which nothing fires.
+    ///
+    /// ```
+    /// use tickwheel::{Mode, Wheel};
+    ///
+    /// let mut wheel = Wheel::new(Mode::Coarse);
+    /// let idle = wheel.insert(5_000, "conn 1").unwrap();
+    /// assert!(wheel.reset(idle, 9_000)); // a request arrived: push the idle timeout back
+    /// assert_eq!(wheel.poll(8_999), None);
+    /// let expiry = wheel.expiry(idle).unwrap();
+    /// assert_eq!(wheel.poll(expiry), Some((idle, "conn 1")));
+    /// assert!(!wheel.reset(idle, 10_000), "fired: the id is stale");
+    /// ```
     #[inline]
     pub fn reset(&mut self, id: TimerId, deadline: u64) -> bool {
-        let Some(timer) = self.slab.get(id.index, id.generation) else {
+        let (mode, levels) = (self.mode, self.levels);
+        let Some(timer) = self.buckets.get_mut(id.index, id.generation) else {
             return false;
         };
+        let (old_bucket, old_expiry) = (timer.bucket(), timer.expiry);
         self.stats.resets += 1;
-        if self.mode == Mode::Exact
-            && deadline >= timer.expiry
-            && (timer.bucket() as usize) < self.levels * SLOTS
-        {
-            // A later deadline (the keepalive refresh) only rewrites the expiry: the timer stays
-            // in its slot, which now comes due early, and the drain places it again then. One
-            // entry touched instead of three.
-            self.slab.timer_mut(id.index).expiry = deadline;
+        if mode == Mode::Exact && deadline >= old_expiry && is_wheel_bucket(old_bucket, levels) {
+            // The same deferral as below; an Exact expiry is the deadline itself, so there is
+            // nothing to compute (a deadline past the top level goes to the overflow list when
+            // the timer is placed again). On a wheel bucket, no overflow bound to keep.
+            timer.expiry = deadline;
             self.stats.resets_deferred += 1;
             return true;
         }
-        // Locate first: thawing a frozen bucket may move this very timer to `DUE`.
-        let (bucket, expiry) = self.locate(deadline);
-        let old_bucket = self.slab.timer(id.index).bucket();
-        if bucket == old_bucket {
-            self.slab.timer_mut(id.index).expiry = expiry;
-            if bucket == self.overflow_bucket() {
-                self.overflow_bound = self.overflow_bound.min(expiry);
+        // Where the timer would go now; pure arithmetic, no memory touched.
+        let (bucket, expiry) = self.place(deadline);
+        if expiry >= old_expiry
+            && self.buckets.is_wheel(old_bucket)
+            && self.buckets.is_wheel(bucket)
+        {
+            // A later expiry only rewrites the entry: the timer stays in its bucket, which comes
+            // due no later than the old expiry, so before the new one, and the drain places it
+            // again then. One entry touched instead of three (the entry and the two neighbours
+            // an unlink writes). In the same bucket, this is all a move would do anyway.
+            self.buckets.set_expiry(id.index, expiry);
+            if bucket == old_bucket {
+                self.stats.resets_in_place += 1;
+            } else {
+                self.stats.resets_deferred += 1;
             }
+            return true;
+        }
+        // Locate: thawing a frozen bucket may move this very timer to `DUE`.
+        let (bucket, expiry) = self.locate(deadline);
+        if bucket == self.buckets.timer(id.index).bucket() {
+            self.buckets.set_expiry(id.index, expiry);
             self.stats.resets_in_place += 1;
             return true;
         }
-        let (old, now_empty, was_empty) = self.slab.relink(id.index, bucket, expiry);
-        self.note_unlinked(old, now_empty);
-        self.note_linked(bucket, was_empty, expiry);
+        self.buckets.relink(id.index, bucket, expiry);
         true
     }
 
     /// The tick a pending timer fires at; `None` if `id` is stale or foreign.
     #[inline]
     pub fn expiry(&self, id: TimerId) -> Option<u64> {
-        self.slab
+        self.buckets
             .get(id.index, id.generation)
             .map(|timer| timer.expiry)
     }
 
     /// A shared reference to a pending timer's value.
     pub fn get(&self, id: TimerId) -> Option<&T> {
-        self.slab
+        self.buckets
             .get(id.index, id.generation)
             .map(|timer| &timer.value)
     }
 
     /// A mutable reference to a pending timer's value.
     pub fn get_mut(&mut self, id: TimerId) -> Option<&mut T> {
-        self.slab
+        self.buckets
             .get_mut(id.index, id.generation)
             .map(|timer| &mut timer.value)
     }
@@ -232,6 +283,20 @@ impl<T> Wheel<T> {
     ///
     /// Returns `None` once nothing more is due; the clock then reads `max(now(), now)`. The clock
     /// never goes back: a `now` below [`now()`](Self::now) returns `None` and changes nothing.
+    ///
+    /// ```
+    /// use tickwheel::{Mode, Wheel};
+    ///
+    /// let mut wheel = Wheel::new(Mode::Exact);
+    /// wheel.insert(20, 'b').unwrap();
+    /// wheel.insert(10, 'a').unwrap();
+    /// let mut fired = Vec::new();
+    /// while let Some((_, value)) = wheel.poll(25) {
+    ///     fired.push(value);
+    /// }
+    /// assert_eq!(fired, ['a', 'b']);
+    /// assert_eq!(wheel.now(), 25);
+    /// ```
     pub fn poll(&mut self, now: u64) -> Option<(TimerId, T)> {
         if now < self.clock {
             return None;
@@ -243,14 +308,13 @@ impl<T> Wheel<T> {
             self.advance_coarse(now);
         }
         loop {
-            let due = self.slab.pop_candidate(self.due_bucket());
-            if due != NIL {
+            if let Some(due) = self.buckets.take_front(self.buckets.due()) {
                 return Some(self.fire(due));
             }
-            if let Some(bucket) = self.first_frozen() {
-                let index = self.slab.pop_candidate(bucket);
-                if self.slab.timer(index).expiry > self.clock {
-                    // Exact: re-armed to a later deadline after it was placed.
+            if let Some(bucket) = self.buckets.first_frozen() {
+                let index = self.buckets.take_front(bucket).expect("frozen is occupied");
+                if self.buckets.timer(index).expiry > self.clock {
+                    // Re-armed to a later deadline after it was placed.
                     self.place_again(index);
                     continue;
                 }
@@ -261,7 +325,7 @@ impl<T> Wheel<T> {
                     Mode::Exact => {
                         self.clock = self.clock.max(at);
                         match event {
-                            Event::Fire(bucket) => self.freeze(bucket),
+                            Event::Fire(bucket) => self.buckets.freeze(bucket),
                             Event::Cascade(bucket) => self.cascade(bucket),
                             Event::Sweep => self.sweep(),
                         }
@@ -276,10 +340,31 @@ impl<T> Wheel<T> {
         }
     }
 
-    /// An iterator over every timer due at `now`, in the order [`poll`](Self::poll) gives them.
+    /// An iterator over every timer due at `now`, in the order [`poll`](Self::poll) gives them;
+    /// each `next()` is one `poll(now)`.
     ///
-    /// Timers inserted while draining with a deadline `<= now` come out of the same drain.
-    /// Dropping the iterator early leaves the rest pending.
+    /// # Unlike `Vec::drain`
+    ///
+    /// Only the timers the iterator hands out leave the wheel. Dropping it early (or
+    /// `take(n)`) leaves every other due timer pending, and the next poll or drain hands it out;
+    /// `std`'s `drain` iterators remove their whole range even when dropped. Timers not yet due
+    /// stay in any case. Timers inserted while draining with a deadline `<= now` come out of the
+    /// same drain.
+    ///
+    /// ```
+    /// use tickwheel::{Mode, Wheel};
+    ///
+    /// let mut wheel = Wheel::new(Mode::Exact);
+    /// for tick in 1..=5 {
+    ///     wheel.insert(tick, tick).unwrap();
+    /// }
+    /// // Handle at most two per turn of the loop.
+    /// let first: Vec<u64> = wheel.drain(10).take(2).map(|(_, v)| v).collect();
+    /// assert_eq!(first, [1, 2]);
+    /// assert_eq!(wheel.len(), 3, "the three not handed out are still pending");
+    /// let rest: Vec<u64> = wheel.drain(10).map(|(_, v)| v).collect();
+    /// assert_eq!(rest, [3, 4, 5]);
+    /// ```
     pub fn drain(&mut self, now: u64) -> Drain<'_, T> {
         Drain { wheel: self, now }
     }
@@ -287,14 +372,35 @@ impl<T> Wheel<T> {
     /// A tick at which something may be due, never later than the earliest pending expiry;
     /// `None` if the wheel is empty. O(levels).
     ///
-    /// After a drain to `now` it is `> now`. In Coarse mode it is the earliest bucket's expiry
-    /// exactly; in Exact mode a higher level reports the start of its earliest slot.
+    /// After a drain to `now` it is `> now`. In Coarse mode it is the tick of the earliest
+    /// occupied bucket: the earliest expiry, unless a [`reset`](Self::reset) pushed that
+    /// bucket's timers later, in which case a wake-up there fires nothing and places them
+    /// again. In Exact mode a higher level reports the start of its earliest slot, and a level-0
+    /// slot may likewise hold only timers pushed later.
+    ///
+    /// ```
+    /// use tickwheel::{Mode, Wheel};
+    ///
+    /// // An event loop: sleep until next_expiry, then drain.
+    /// let mut wheel = Wheel::new(Mode::Coarse);
+    /// wheel.insert(700, "a").unwrap();
+    /// wheel.insert(3_000, "b").unwrap();
+    /// let mut fired = Vec::new();
+    /// while let Some(wake) = wheel.next_expiry() {
+    ///     // ... sleep until tick `wake` ...
+    ///     fired.extend(wheel.drain(wake).map(|(_, v)| v));
+    /// }
+    /// assert_eq!(fired, ["a", "b"]);
+    /// ```
     pub fn next_expiry(&self) -> Option<u64> {
-        if !self.slab.is_empty(self.due_bucket()) || self.first_frozen().is_some() {
+        if !self.buckets.is_empty(self.buckets.due()) || self.buckets.first_frozen().is_some() {
             return Some(self.clock);
         }
         let wheel = self.next_wheel_event().map(|(at, _)| at);
-        let overflow = self.has_overflow().then_some(self.overflow_bound);
+        let overflow = self
+            .buckets
+            .has_overflow()
+            .then_some(self.buckets.overflow_bound());
         match (wheel, overflow) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -308,12 +414,12 @@ impl<T> Wheel<T> {
 
     /// The number of pending timers.
     pub fn len(&self) -> usize {
-        self.slab.len()
+        self.buckets.len()
     }
 
     /// True if no timer is pending.
     pub fn is_empty(&self) -> bool {
-        self.slab.len() == 0
+        self.buckets.len() == 0
     }
 
     /// The most timers the wheel holds at once, if it is bounded.
@@ -331,17 +437,14 @@ impl<T> Wheel<T> {
         self.levels
     }
 
-    /// Counters since the wheel was built.
+    /// Counters since the wheel was built; see [`Stats`] for an example.
     pub fn stats(&self) -> Stats {
         self.stats
     }
 
     /// Drops every pending timer; the clock and the counters stay, every old id becomes stale.
     pub fn clear(&mut self) {
-        self.slab.clear();
-        self.occupied = [0; MAX_LEVELS];
-        self.frozen = [0; MAX_LEVELS];
-        self.overflow_bound = u64::MAX;
+        self.buckets.clear();
     }
 
     // ---- placement ------------------------------------------------------------------------
@@ -350,13 +453,13 @@ impl<T> Wheel<T> {
     #[inline]
     fn place(&self, deadline: u64) -> (Bucket, u64) {
         if deadline <= self.clock {
-            return (self.due_bucket(), self.clock);
+            return (self.buckets.due(), self.clock);
         }
         let placed = match self.mode {
             Mode::Exact => {
                 let level = level_for(self.clock, deadline);
                 if level >= self.levels {
-                    return (self.overflow_bucket(), deadline);
+                    return (self.buckets.overflow(), deadline);
                 }
                 (wheel_bucket(level, slot_for(deadline, level)), deadline)
             }
@@ -364,12 +467,14 @@ impl<T> Wheel<T> {
                 let level = level_for_delay(deadline - self.clock);
                 if level >= self.levels {
                     let top = granularity_shift(self.levels - 1);
-                    return (self.overflow_bucket(), round_up(deadline, top));
+                    return (self.buckets.overflow(), round_up(deadline, top));
                 }
                 let shift = granularity_shift(level);
                 let granule = granules_ceil(deadline, shift);
-                let slot = (granule & SLOT_MASK) as usize;
-                (wheel_bucket(level, slot), granules_to_tick(granule, shift))
+                (
+                    wheel_bucket(level, slot_of_granule(granule)),
+                    granules_to_tick(granule, shift),
+                )
             }
         };
         debug_assert!(
@@ -383,7 +488,7 @@ impl<T> Wheel<T> {
     #[inline]
     fn locate(&mut self, deadline: u64) -> (Bucket, u64) {
         let (bucket, expiry) = self.place(deadline);
-        if self.is_frozen(bucket) {
+        if self.buckets.is_frozen(bucket) {
             debug_assert_eq!(
                 self.mode,
                 Mode::Coarse,
@@ -391,84 +496,39 @@ impl<T> Wheel<T> {
             );
             self.thaw(bucket);
         }
+        debug_assert!(
+            !self.buckets.is_frozen(bucket),
+            "located in a frozen bucket"
+        );
         (bucket, expiry)
     }
 
-    fn is_frozen(&self, bucket: Bucket) -> bool {
-        let (level, slot) = (bucket as usize >> SLOT_BITS, bucket as usize & (SLOTS - 1));
-        level < self.levels && self.frozen[level] >> slot & 1 == 1
-    }
-
-    fn first_frozen(&self) -> Option<Bucket> {
-        let (level, bits) = self.frozen[..self.levels]
-            .iter()
-            .enumerate()
-            .find(|(_, bits)| **bits != 0)?;
-        Some(wheel_bucket(level, bits.trailing_zeros() as usize))
-    }
-
-    fn freeze(&mut self, bucket: Bucket) {
-        self.frozen[bucket as usize >> SLOT_BITS] |= 1 << (bucket as usize & (SLOTS - 1));
-    }
-
-    /// Moves a frozen bucket's timers to `DUE`, keeping their expiries, so the bucket can take a
-    /// timer of a later window.
+    /// Empties a frozen bucket so it can take a timer of a later window: timers whose expiry is
+    /// reached go to `DUE`, keeping their expiries; timers a reset pushed later are placed again.
     fn thaw(&mut self, bucket: Bucket) {
-        let due = self.due_bucket();
-        let mut detached = self.slab.take_list(bucket);
-        self.note_unlinked(bucket, true);
-        while let Some(index) = self.slab.pop_detached(&mut detached) {
-            let expiry = self.slab.timer(index).expiry;
-            self.slab.push_detached(due, index, expiry);
-        }
-    }
-
-    fn due_bucket(&self) -> Bucket {
-        (self.levels * SLOTS) as Bucket
-    }
-
-    fn overflow_bucket(&self) -> Bucket {
-        (self.levels * SLOTS + 1) as Bucket
-    }
-
-    fn has_overflow(&self) -> bool {
-        !self.slab.is_empty(self.overflow_bucket())
-    }
-
-    /// Keeps bitmaps and the overflow bound in step after a timer joined `bucket`.
-    #[inline]
-    fn note_linked(&mut self, bucket: Bucket, was_empty: bool, expiry: u64) {
-        if (bucket as usize) < self.levels * SLOTS {
-            if was_empty {
-                self.occupied[bucket as usize >> SLOT_BITS] |= 1 << (bucket as usize & (SLOTS - 1));
-            }
-        } else if bucket == self.overflow_bucket() {
-            self.overflow_bound = if was_empty {
-                expiry
+        let due = self.buckets.due();
+        let mut detached = self.buckets.take(bucket);
+        while let Some(index) = self.buckets.next_detached(&mut detached) {
+            let expiry = self.buckets.timer(index).expiry;
+            if expiry <= self.clock {
+                self.buckets.link_detached(due, index, expiry);
             } else {
-                self.overflow_bound.min(expiry)
-            };
-        }
-    }
-
-    /// Keeps bitmaps in step after a timer left `bucket`.
-    #[inline]
-    fn note_unlinked(&mut self, bucket: Bucket, now_empty: bool) {
-        if now_empty && (bucket as usize) < self.levels * SLOTS {
-            let (level, bit) = (
-                bucket as usize >> SLOT_BITS,
-                1 << (bucket as usize & (SLOTS - 1)),
-            );
-            self.occupied[level] &= !bit;
-            self.frozen[level] &= !bit;
+                // May thaw another bucket in turn; each thaw empties one frozen bucket and
+                // freezes none, so this ends. `bucket` itself is no longer frozen.
+                let (to, placed) = self.locate(expiry);
+                debug_assert_eq!(placed, expiry, "a deferred expiry is already rounded");
+                self.buckets.link_detached(to, index, placed);
+                self.stats.replaced += 1;
+            }
         }
     }
 
     // ---- the drain ------------------------------------------------------------------------
 
+    /// Hands out a timer detached from a due list.
+    #[inline]
     fn fire(&mut self, index: u32) -> (TimerId, T) {
-        let generation = self.slab.entries[index as usize].generation;
-        let expiry = self.slab.timer(index).expiry;
+        let expiry = self.buckets.timer(index).expiry;
         debug_assert!(
             expiry <= self.clock,
             "never early: expiry {expiry} at clock {}",
@@ -482,8 +542,7 @@ impl<T> Wheel<T> {
             }
             self.last_fired = expiry;
         }
-        let (value, bucket, now_empty) = self.slab.remove(index);
-        self.note_unlinked(bucket, now_empty);
+        let (generation, value) = self.buckets.free_detached(index);
         self.stats.fired += 1;
         (TimerId { index, generation }, value)
     }
@@ -491,11 +550,11 @@ impl<T> Wheel<T> {
     /// The earliest event, if any.
     fn next_event(&self) -> Option<(u64, Event)> {
         let wheel = self.next_wheel_event();
-        if !self.has_overflow() {
+        if !self.buckets.has_overflow() {
             return wheel;
         }
         let sweep_at = match self.mode {
-            Mode::Exact => top_block_start(self.overflow_bound, self.levels),
+            Mode::Exact => top_block_start(self.buckets.overflow_bound(), self.levels),
             Mode::Coarse => self.coarse_sweep_tick(),
         }
         .max(self.clock);
@@ -514,18 +573,10 @@ impl<T> Wheel<T> {
     }
 
     fn next_exact_event(&self) -> Option<(u64, Event)> {
-        let (level, occupied) = self.occupied[..self.levels]
-            .iter()
-            .enumerate()
-            .find(|(_, bits)| **bits != 0)?;
-        let clock_digit = slot_for(self.clock, level);
-        debug_assert_eq!(
-            occupied & ((1u64 << clock_digit) - 1),
-            0,
-            "Exact level {level} has a slot behind the clock {}",
-            self.clock
-        );
-        let slot = (occupied >> clock_digit).trailing_zeros() as usize + clock_digit;
+        // Every occupied slot is at or after the clock's digit on its level.
+        let (level, slot) = self
+            .buckets
+            .first_occupied(|level| slot_for(self.clock, level))?;
         let at = slot_start(self.clock, level, slot);
         let bucket = wheel_bucket(level, slot);
         Some((
@@ -541,19 +592,19 @@ impl<T> Wheel<T> {
     fn next_coarse_event(&self) -> Option<(u64, Event)> {
         let mut best: Option<(u64, Event)> = None;
         for level in 0..self.levels {
-            let occupied = self.occupied[level] & !self.frozen[level];
-            if occupied == 0 {
-                continue;
-            }
             let shift = granularity_shift(level);
             let first_granule = granules_ceil(self.clock, shift);
-            let offset = occupied
-                .rotate_right((first_granule & 63) as u32)
-                .trailing_zeros();
-            let at = granules_to_tick(first_granule + u64::from(offset), shift);
+            let Some(offset) = self
+                .buckets
+                .first_live_after(level, slot_of_granule(first_granule))
+            else {
+                continue;
+            };
+            let granule = first_granule + u64::from(offset);
+            let at = granules_to_tick(granule, shift);
             if best.is_none_or(|(earliest, _)| at < earliest) {
-                let slot = ((first_granule + u64::from(offset)) & 63) as usize;
-                best = Some((at, Event::Fire(wheel_bucket(level, slot))));
+                let bucket = wheel_bucket(level, slot_of_granule(granule));
+                best = Some((at, Event::Fire(bucket)));
             }
         }
         best
@@ -574,18 +625,13 @@ impl<T> Wheel<T> {
             if last_granule < first_granule {
                 continue;
             }
-            let rotation = (first_granule & 63) as u32;
-            let reached = last_granule - first_granule;
-            let window = if reached >= 63 {
-                u64::MAX
-            } else {
-                (2u64 << reached) - 1
-            };
-            let live = self.occupied[level] & !self.frozen[level];
-            self.frozen[level] |= (live.rotate_right(rotation) & window).rotate_left(rotation);
+            // Granules `first..=last`, at most one lap of the 64 slots.
+            let reached = (last_granule - first_granule).min(SLOTS as u64 - 1) as u32 + 1;
+            self.buckets
+                .freeze_run(level, slot_of_granule(first_granule), reached);
         }
         self.clock = now;
-        if self.has_overflow() && self.coarse_sweep_tick() <= now {
+        if self.buckets.has_overflow() && self.coarse_sweep_tick() <= now {
             self.sweep();
         }
     }
@@ -593,95 +639,91 @@ impl<T> Wheel<T> {
     fn coarse_sweep_tick(&self) -> u64 {
         // Half the top level's span early: every sweep then places at least the earliest
         // timer, and the next sweep is at least half a span later.
-        self.overflow_bound
+        self.buckets
+            .overflow_bound()
             .saturating_sub(level_span_ticks(self.levels - 1) / 2)
     }
 
-    /// Exact mode: moves a timer whose expiry was pushed back by `reset` to where it now belongs.
+    /// Links a timer detached from a due bucket, whose expiry `reset` pushed later, where it
+    /// now belongs.
     fn place_again(&mut self, index: u32) {
-        let expiry = self.slab.timer(index).expiry;
-        let (to, placed) = self.place(expiry);
-        let (from, now_empty, was_empty) = self.slab.relink(index, to, placed);
-        self.note_unlinked(from, now_empty);
-        self.note_linked(to, was_empty, placed);
-        self.stats.cascades += 1;
+        let expiry = self.buckets.timer(index).expiry;
+        // Coarse: the new bucket may be a frozen one (even the one this timer came from, a lap
+        // later); `locate` thaws it first. The detached timer is on no list, so the thaw
+        // does not see it.
+        let (to, placed) = self.locate(expiry);
+        debug_assert_eq!(placed, expiry, "a deferred expiry is already rounded");
+        self.buckets.link_detached(to, index, placed);
+        self.stats.replaced += 1;
     }
 
     /// Exact mode: re-places every timer of a slot relative to the clock (the slot's start).
     fn cascade(&mut self, bucket: Bucket) {
-        self.note_unlinked(bucket, true);
-        let mut detached = self.slab.take_list(bucket);
-        while let Some(index) = self.slab.pop_detached(&mut detached) {
-            let expiry = self.slab.timer(index).expiry;
+        let mut detached = self.buckets.take(bucket);
+        while let Some(index) = self.buckets.next_detached(&mut detached) {
+            let expiry = self.buckets.timer(index).expiry;
             // Down a level at least, unless `reset` pushed the expiry past this slot.
             let (to, placed) = self.place(expiry);
             debug_assert_eq!(placed, expiry, "Exact expiry is fixed");
-            let was_empty = self.slab.push_detached(to, index, placed);
-            self.note_linked(to, was_empty, placed);
+            self.buckets.link_detached(to, index, placed);
             self.stats.cascades += 1;
         }
     }
 
     /// Places every overflow timer that is now in range; recomputes the bound of the rest.
     fn sweep(&mut self) {
-        let overflow = self.overflow_bucket();
-        let mut detached = self.slab.take_list(overflow);
-        let mut bound = u64::MAX;
-        while let Some(index) = self.slab.pop_detached(&mut detached) {
-            let expiry = self.slab.timer(index).expiry;
+        let overflow = self.buckets.overflow();
+        let mut detached = self.buckets.take(overflow);
+        while let Some(index) = self.buckets.next_detached(&mut detached) {
+            let expiry = self.buckets.timer(index).expiry;
             let (to, placed) = self.locate(expiry);
             debug_assert!(
-                placed == expiry || to == self.due_bucket(),
+                placed == expiry || to == self.buckets.due(),
                 "overflow keeps its expiry"
             );
-            let was_empty = self.slab.push_detached(to, index, expiry);
-            if to == overflow {
-                bound = bound.min(expiry);
-            } else {
-                self.note_linked(to, was_empty, expiry);
+            // Linking back onto the overflow list recomputes its bound.
+            self.buckets.link_detached(to, index, expiry);
+            if to != overflow {
                 self.stats.cascades += 1;
             }
         }
-        self.overflow_bound = bound;
     }
 
     /// Walks every list and panics with a description if an invariant does not hold. O(timers);
     /// meant for tests.
     #[doc(hidden)]
     pub fn check_invariants(&self) {
+        self.buckets.check_bitmaps();
         let mut seen = 0;
         for bucket in 0..(self.levels * SLOTS + 2) as Bucket {
-            let members = self.slab.members(bucket);
-            let level = bucket as usize / SLOTS;
-            if level < self.levels {
-                let bit = self.occupied[level] >> (bucket as usize % SLOTS) & 1 == 1;
-                assert_eq!(bit, !members.is_empty(), "bitmap of bucket {bucket}");
-                let frozen = self.frozen[level] >> (bucket as usize % SLOTS) & 1 == 1;
-                assert!(!frozen || bit, "frozen bucket {bucket} is occupied");
-            }
-            for index in members {
+            for index in self.buckets.members(bucket) {
                 seen += 1;
-                let timer = self.slab.timer(index);
+                let timer = self.buckets.timer(index);
                 assert_eq!(timer.bucket(), bucket, "entry {index} records its bucket");
-                if bucket == self.overflow_bucket() {
-                    assert!(timer.expiry >= self.overflow_bound, "overflow bound");
-                } else if level < self.levels && self.is_frozen(bucket) {
-                    assert!(timer.expiry <= self.clock, "frozen bucket {bucket} is due");
-                } else if level < self.levels {
-                    self.check_placement(level, bucket, timer.expiry);
+                if bucket == self.buckets.overflow() {
+                    let bound = self.buckets.overflow_bound();
+                    assert!(timer.expiry >= bound, "overflow bound");
+                } else if self.buckets.is_frozen(bucket) {
+                    // Due, or pushed later by a reset and placed again when handed out.
+                } else if self.buckets.is_wheel(bucket) {
+                    self.check_placement(bucket, timer.expiry);
                 }
             }
         }
-        assert_eq!(seen, self.slab.len(), "every pending timer is on one list");
+        assert_eq!(
+            seen,
+            self.buckets.len(),
+            "every pending timer is on one list"
+        );
     }
 
-    fn check_placement(&self, level: usize, bucket: Bucket, expiry: u64) {
+    fn check_placement(&self, bucket: Bucket, expiry: u64) {
         assert!(
             expiry >= self.clock,
             "bucket {bucket}: expiry {expiry} behind clock {}",
             self.clock
         );
-        let slot = bucket as usize % SLOTS;
+        let (level, slot) = level_and_slot(bucket);
         match self.mode {
             Mode::Exact => {
                 // The slot is not behind the clock, and comes due no later than its timers
@@ -697,18 +739,24 @@ impl<T> Wheel<T> {
                 );
             }
             Mode::Coarse => {
+                // The bucket stands for the one granule of the window `first..first + 64` in
+                // its slot; its timers expire then, or later if a reset deferred them.
                 let shift = granularity_shift(level);
-                assert_eq!(
-                    geometry::bucket_for(expiry, level),
-                    slot,
-                    "Coarse bucket of {expiry}"
+                let first = granules_ceil(self.clock, shift);
+                let lap = (slot as u64).wrapping_sub(first) & (SLOTS as u64 - 1);
+                let tick = granules_to_tick(first.saturating_add(lap), shift);
+                assert!(
+                    expiry >= tick,
+                    "Coarse timer at {expiry} in the bucket of tick {tick}"
                 );
                 let granule = granules_ceil(expiry, shift);
-                let first = granules_ceil(self.clock, shift);
-                assert!(
-                    granule - first < SLOTS as u64,
-                    "Coarse window at level {level}"
-                );
+                if granule - first < SLOTS as u64 && expiry == tick {
+                    assert_eq!(
+                        geometry::bucket_for(expiry, level),
+                        slot,
+                        "bucket of {expiry}"
+                    );
+                }
             }
         }
     }
@@ -721,11 +769,8 @@ impl<T> Default for Wheel<T> {
     }
 }
 
-fn wheel_bucket(level: usize, slot: usize) -> Bucket {
-    (level * SLOTS + slot) as Bucket
-}
-
-/// The iterator returned by [`Wheel::drain`].
+/// The iterator returned by [`Wheel::drain`]: one [`Wheel::poll`] per item. Dropping it leaves
+/// the timers it did not hand out in the wheel, unlike `std`'s `drain` iterators.
 #[derive(Debug)]
 pub struct Drain<'a, T> {
     wheel: &'a mut Wheel<T>,

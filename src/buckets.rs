@@ -1,0 +1,486 @@
+//! The buckets of every level and their summaries: the one owner of "which lists hold timers".
+//!
+//! ## Model
+//! A [`Buckets`] holds the slab (the timers and their lists, `slab.rs`) and, beside it, what the
+//! wheel reads to find work without walking lists: per level, an *occupied* bitmap (bit `s` of
+//! level `n` is set iff bucket `n * 64 + s` holds a timer) and a *frozen* bitmap (the bucket's
+//! tick has been reached and its timers are being handed out), plus a lower bound of the expiries
+//! on the overflow list, one flag each for whether `due` and `overflow` hold timers, and one bit
+//! per level saying whether it has a frozen bucket. Every link and unlink goes through this type,
+//! and it sets or clears the bits there and then, as tokio's `Level::add_entry`/`remove_entry` do, so the invariants below
+//! hold by construction and the wheel never does bitmap arithmetic of its own.
+//!
+//! Lists are named by a [`Bucket`]: `level * 64 + slot` for wheel buckets, then two special
+//! lists, `due` (expiry reached, handed out before anything else) and `overflow` (beyond the top
+//! level).
+//!
+//! The wheel asks "is this list empty" and "which bucket is frozen" several times per timer it
+//! fires; with the bits kept here, each answer is one word, not a look at a bucket's chain heads
+//! (`slab.rs`) or a scan of the levels.
+//!
+//! ## Invariants (checked by [`Buckets::check_bitmaps`])
+//! - occupied bit (or the `due`/`overflow` flag) set iff the list is non-empty;
+//! - frozen bit set only on an occupied bucket (emptying a bucket thaws it); a level's bit in
+//!   `frozen_levels` set iff the level has a frozen bucket;
+//! - `overflow_bound` is at most every expiry on the overflow list while that list is non-empty.
+//!
+//! ## Given up
+//! The bound is not raised when the earliest overflow timer leaves (that would need a walk); the
+//! wheel's next sweep recomputes it.
+
+use crate::geometry::{MAX_LEVELS, SLOT_BITS, SLOT_MASK, SLOTS};
+use crate::slab::{Detached, Slab, Timer};
+
+/// A list identifier: `level * 64 + slot` for wheel buckets, then `due` and `overflow`.
+pub(crate) type Bucket = u32;
+
+/// The wheel bucket of `slot` on `level`.
+#[inline]
+pub(crate) fn wheel_bucket(level: usize, slot: usize) -> Bucket {
+    debug_assert!(slot < SLOTS, "slot {slot}");
+    ((level << SLOT_BITS) | slot) as Bucket
+}
+
+/// The level and slot of a bucket id (meaningful for wheel buckets only).
+#[inline]
+pub(crate) fn level_and_slot(bucket: Bucket) -> (usize, usize) {
+    (
+        bucket as usize >> SLOT_BITS,
+        (bucket as u64 & SLOT_MASK) as usize,
+    )
+}
+
+/// True for a bucket of one of `levels` levels (not `due` or `overflow`).
+#[inline]
+pub(crate) fn is_wheel_bucket(bucket: Bucket, levels: usize) -> bool {
+    (bucket as usize) < levels * SLOTS
+}
+
+/// The bit of `slot` in a level's bitmap.
+#[inline]
+fn slot_bit(slot: usize) -> u64 {
+    1 << slot
+}
+
+/// `count` consecutive slots from `first`, wrapping past slot 63, as a bitmap (`count <= 64`).
+#[inline]
+fn slot_run(first: usize, count: u32) -> u64 {
+    let low = if count >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << count) - 1
+    };
+    low.rotate_left(first as u32)
+}
+
+/// Every timer list of a wheel, with the bitmaps and bound that summarise them.
+#[derive(Debug)]
+pub(crate) struct Buckets<T> {
+    slab: Slab<T>,
+    levels: usize,
+    /// Per level: bit `s` set iff bucket `s` of that level is non-empty.
+    occupied: [u64; MAX_LEVELS],
+    /// Per level: bit `s` set iff bucket `s` is non-empty and its tick has been reached.
+    frozen: [u64; MAX_LEVELS],
+    /// Bit `n` set iff `frozen[n] != 0`.
+    frozen_levels: u32,
+    /// True iff the `due` list is non-empty.
+    due_occupied: bool,
+    /// True iff the `overflow` list is non-empty.
+    overflow_occupied: bool,
+    /// At most every expiry on the overflow list; meaningful only while that list is non-empty.
+    overflow_bound: u64,
+}
+
+impl<T> Buckets<T> {
+    /// Lists for `levels` levels, room reserved for `capacity` timers.
+    pub(crate) fn new(levels: usize, capacity: usize, generation_seed: u32) -> Self {
+        debug_assert!((1..=MAX_LEVELS).contains(&levels));
+        Buckets {
+            slab: Slab::new(levels * SLOTS + 2, capacity, generation_seed),
+            levels,
+            occupied: [0; MAX_LEVELS],
+            frozen: [0; MAX_LEVELS],
+            frozen_levels: 0,
+            due_occupied: false,
+            overflow_occupied: false,
+            overflow_bound: u64::MAX,
+        }
+    }
+
+    /// The list of timers whose expiry has been reached.
+    #[inline]
+    pub(crate) fn due(&self) -> Bucket {
+        (self.levels * SLOTS) as Bucket
+    }
+
+    /// The list of timers beyond the top level.
+    #[inline]
+    pub(crate) fn overflow(&self) -> Bucket {
+        (self.levels * SLOTS + 1) as Bucket
+    }
+
+    /// True for a bucket of one of the levels (not `due` or `overflow`).
+    #[inline]
+    pub(crate) fn is_wheel(&self, bucket: Bucket) -> bool {
+        is_wheel_bucket(bucket, self.levels)
+    }
+
+    /// Pending timers.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.slab.len()
+    }
+
+    // ---- timers ---------------------------------------------------------------------------
+
+    /// The pending timer at `index` if `generation` matches.
+    #[inline]
+    pub(crate) fn get(&self, index: u32, generation: u32) -> Option<&Timer<T>> {
+        self.slab.get(index, generation)
+    }
+
+    /// The pending timer at `index` if `generation` matches, to rewrite its value, or the expiry
+    /// of a timer on a wheel bucket (an overflow timer's expiry goes through
+    /// [`set_expiry`](Self::set_expiry), which keeps the bound).
+    #[inline]
+    pub(crate) fn get_mut(&mut self, index: u32, generation: u32) -> Option<&mut Timer<T>> {
+        self.slab.get_mut(index, generation)
+    }
+
+    /// The pending timer at `index`, which the caller knows is occupied.
+    #[inline]
+    pub(crate) fn timer(&self, index: u32) -> &Timer<T> {
+        self.slab.timer(index)
+    }
+
+    /// Rewrites a pending timer's expiry without moving it. The caller keeps the wheel's
+    /// placement invariants; the overflow bound is kept here.
+    #[inline]
+    pub(crate) fn set_expiry(&mut self, index: u32, expiry: u64) {
+        let timer = self.slab.timer_mut(index);
+        timer.expiry = expiry;
+        if timer.bucket() == self.overflow() {
+            self.overflow_bound = self.overflow_bound.min(expiry);
+        }
+    }
+
+    // ---- link and unlink: the only places the summaries change ------------------------------
+
+    /// Stores a new timer on `bucket`; returns (index, generation), or `None` when `u32`
+    /// indices are exhausted.
+    #[inline]
+    pub(crate) fn insert(&mut self, bucket: Bucket, expiry: u64, value: T) -> Option<(u32, u32)> {
+        let (index, generation) = self.slab.insert(bucket, expiry, value)?;
+        self.linked(bucket, expiry);
+        Some((index, generation))
+    }
+
+    /// Takes the timer at `index` off its list and frees it; returns its value and the bucket it
+    /// was on.
+    #[inline]
+    pub(crate) fn remove(&mut self, index: u32) -> (T, Bucket) {
+        let (value, bucket, now_empty) = self.slab.remove(index);
+        self.unlinked(bucket, now_empty);
+        (value, bucket)
+    }
+
+    /// Moves the pending timer `index` to `bucket` with a new expiry.
+    #[inline]
+    pub(crate) fn relink(&mut self, index: u32, bucket: Bucket, expiry: u64) {
+        let (old, now_empty) = self.slab.relink(index, bucket, expiry);
+        self.unlinked(old, now_empty);
+        self.linked(bucket, expiry);
+    }
+
+    /// Detaches every timer of `bucket` (which becomes empty, so unfrozen); walk them with
+    /// [`next_detached`](Self::next_detached) and link each with
+    /// [`link_detached`](Self::link_detached) or free it with
+    /// [`free_detached`](Self::free_detached) before asking for the next.
+    pub(crate) fn take(&mut self, bucket: Bucket) -> Detached {
+        let detached = self.slab.take_list(bucket);
+        self.unlinked(bucket, true);
+        detached
+    }
+
+    /// The next timer of a detached bucket.
+    #[inline]
+    pub(crate) fn next_detached(&self, detached: &mut Detached) -> Option<u32> {
+        self.slab.pop_detached(detached)
+    }
+
+    /// Links a detached timer onto `bucket` with `expiry`.
+    #[inline]
+    pub(crate) fn link_detached(&mut self, bucket: Bucket, index: u32, expiry: u64) {
+        self.slab.push_detached(bucket, index, expiry);
+        self.linked(bucket, expiry);
+    }
+
+    /// Drops every timer; old ids stay stale.
+    pub(crate) fn clear(&mut self) {
+        self.slab.clear();
+        self.occupied = [0; MAX_LEVELS];
+        self.frozen = [0; MAX_LEVELS];
+        self.frozen_levels = 0;
+        self.due_occupied = false;
+        self.overflow_occupied = false;
+        self.overflow_bound = u64::MAX;
+    }
+
+    /// A timer with `expiry` joined `bucket`.
+    #[inline]
+    fn linked(&mut self, bucket: Bucket, expiry: u64) {
+        if self.is_wheel(bucket) {
+            let (level, slot) = level_and_slot(bucket);
+            self.occupied[level] |= slot_bit(slot);
+        } else if bucket == self.due() {
+            self.due_occupied = true;
+        } else {
+            self.overflow_bound = if self.overflow_occupied {
+                self.overflow_bound.min(expiry)
+            } else {
+                expiry
+            };
+            self.overflow_occupied = true;
+        }
+    }
+
+    /// A timer left `bucket`, which is `now_empty` or not.
+    #[inline]
+    fn unlinked(&mut self, bucket: Bucket, now_empty: bool) {
+        if !now_empty {
+            return;
+        }
+        if self.is_wheel(bucket) {
+            let (level, slot) = level_and_slot(bucket);
+            self.occupied[level] &= !slot_bit(slot);
+            self.frozen[level] &= !slot_bit(slot);
+            if self.frozen[level] == 0 {
+                self.frozen_levels &= !(1 << level);
+            }
+        } else if bucket == self.due() {
+            self.due_occupied = false;
+        } else {
+            self.overflow_occupied = false;
+        }
+    }
+
+    // ---- what the drain reads ----------------------------------------------------------------
+
+    /// True if no timer is on `bucket`.
+    #[inline]
+    pub(crate) fn is_empty(&self, bucket: Bucket) -> bool {
+        if self.is_wheel(bucket) {
+            let (level, slot) = level_and_slot(bucket);
+            self.occupied[level] & slot_bit(slot) == 0
+        } else if bucket == self.due() {
+            !self.due_occupied
+        } else {
+            !self.overflow_occupied
+        }
+    }
+
+    /// True if the overflow list holds a timer.
+    #[inline]
+    pub(crate) fn has_overflow(&self) -> bool {
+        self.overflow_occupied
+    }
+
+    /// At most every overflow expiry (meaningful when [`has_overflow`](Self::has_overflow)).
+    #[inline]
+    pub(crate) fn overflow_bound(&self) -> u64 {
+        self.overflow_bound
+    }
+
+    /// Detaches a timer of `bucket` to hand out next (the bucket's chains in turn), if any. Link
+    /// it with [`link_detached`](Self::link_detached) or free it with
+    /// [`free_detached`](Self::free_detached) before the next call.
+    #[inline]
+    pub(crate) fn take_front(&mut self, bucket: Bucket) -> Option<u32> {
+        if self.is_empty(bucket) {
+            return None;
+        }
+        let (index, now_empty) = self.slab.pop_front(bucket).expect("occupied bucket");
+        self.unlinked(bucket, now_empty);
+        Some(index)
+    }
+
+    /// Frees a detached timer; returns the generation its id had, and its value.
+    #[inline]
+    pub(crate) fn free_detached(&mut self, index: u32) -> (u32, T) {
+        self.slab.free_detached(index)
+    }
+
+    /// The lowest level with an occupied bucket, and the first occupied slot at or after `from`
+    /// on it (no wrap: Exact keeps every slot at or after the clock's digit).
+    pub(crate) fn first_occupied(&self, from: impl Fn(usize) -> usize) -> Option<(usize, usize)> {
+        let (level, &bits) = self.occupied[..self.levels]
+            .iter()
+            .enumerate()
+            .find(|(_, bits)| **bits != 0)?;
+        let first = from(level);
+        debug_assert_eq!(
+            bits & (slot_bit(first) - 1),
+            0,
+            "level {level} has a slot before {first}"
+        );
+        Some((level, (bits >> first).trailing_zeros() as usize + first))
+    }
+
+    /// On `level`, how many slots after `from` (wrapping) the first occupied bucket that is not
+    /// frozen lies; `None` if there is none.
+    #[inline]
+    pub(crate) fn first_live_after(&self, level: usize, from: usize) -> Option<u32> {
+        let live = self.occupied[level] & !self.frozen[level];
+        (live != 0).then(|| live.rotate_right(from as u32).trailing_zeros())
+    }
+
+    // ---- frozen buckets ----------------------------------------------------------------------
+
+    /// True if `bucket` is a wheel bucket whose tick has been reached.
+    #[inline]
+    pub(crate) fn is_frozen(&self, bucket: Bucket) -> bool {
+        if !self.is_wheel(bucket) {
+            return false;
+        }
+        let (level, slot) = level_and_slot(bucket);
+        self.frozen[level] & slot_bit(slot) != 0
+    }
+
+    /// The first frozen bucket, lowest level first.
+    #[inline]
+    pub(crate) fn first_frozen(&self) -> Option<Bucket> {
+        if self.frozen_levels == 0 {
+            return None;
+        }
+        let level = self.frozen_levels.trailing_zeros() as usize;
+        Some(wheel_bucket(
+            level,
+            self.frozen[level].trailing_zeros() as usize,
+        ))
+    }
+
+    /// Marks an occupied wheel bucket as reached.
+    #[inline]
+    pub(crate) fn freeze(&mut self, bucket: Bucket) {
+        let (level, slot) = level_and_slot(bucket);
+        debug_assert!(self.occupied[level] & slot_bit(slot) != 0, "freeze empty");
+        self.frozen[level] |= slot_bit(slot);
+        self.frozen_levels |= 1 << level;
+    }
+
+    /// Freezes every occupied bucket among `count` slots of `level` from `first` (wrapping).
+    #[inline]
+    pub(crate) fn freeze_run(&mut self, level: usize, first: usize, count: u32) {
+        self.frozen[level] |= self.occupied[level] & slot_run(first, count);
+        if self.frozen[level] != 0 {
+            self.frozen_levels |= 1 << level;
+        }
+    }
+
+    // ---- checks ----------------------------------------------------------------------------
+
+    /// Every entry on `bucket`; for checks in tests.
+    pub(crate) fn members(&self, bucket: Bucket) -> Vec<u32> {
+        self.slab.members(bucket)
+    }
+
+    /// Panics unless every bitmap bit agrees with its list. O(buckets).
+    pub(crate) fn check_bitmaps(&self) {
+        assert_eq!(
+            self.due_occupied,
+            !self.slab.is_empty(self.due()),
+            "due flag"
+        );
+        let overflow = !self.slab.is_empty(self.overflow());
+        assert_eq!(self.overflow_occupied, overflow, "overflow flag");
+        for level in 0..MAX_LEVELS {
+            let bit = self.frozen_levels >> level & 1 == 1;
+            assert_eq!(bit, self.frozen[level] != 0, "frozen level {level}");
+        }
+        for level in 0..self.levels {
+            for slot in 0..SLOTS {
+                let bucket = wheel_bucket(level, slot);
+                let occupied = self.occupied[level] & slot_bit(slot) != 0;
+                assert_eq!(
+                    occupied,
+                    !self.slab.is_empty(bucket),
+                    "bitmap of bucket {bucket}"
+                );
+                let frozen = self.frozen[level] & slot_bit(slot) != 0;
+                assert!(!frozen || occupied, "frozen bucket {bucket} is occupied");
+            }
+        }
+        for level in self.levels..MAX_LEVELS {
+            assert_eq!(
+                self.occupied[level] | self.frozen[level],
+                0,
+                "level {level}"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_ids_split_back() {
+        assert_eq!(wheel_bucket(0, 0), 0);
+        assert_eq!(wheel_bucket(2, 5), 133);
+        assert_eq!(level_and_slot(133), (2, 5));
+        assert_eq!(level_and_slot(wheel_bucket(19, 63)), (19, 63));
+    }
+
+    #[test]
+    fn slot_runs_wrap() {
+        assert_eq!(slot_run(0, 1), 1);
+        assert_eq!(slot_run(3, 2), 0b11000);
+        assert_eq!(slot_run(63, 2), (1 << 63) | 1);
+        assert_eq!(slot_run(17, 64), u64::MAX);
+    }
+
+    #[test]
+    fn link_and_unlink_keep_the_bits() {
+        let mut b = Buckets::new(2, 0, 0);
+        let bucket = wheel_bucket(1, 7);
+        let (x, _) = b.insert(bucket, 10, 'x').unwrap();
+        let (y, _) = b.insert(bucket, 11, 'y').unwrap();
+        assert_eq!(b.first_occupied(|_| 0), Some((1, 7)));
+        b.freeze(bucket);
+        assert_eq!(b.first_frozen(), Some(bucket));
+        assert_eq!(b.remove(x), ('x', bucket));
+        assert!(b.is_frozen(bucket), "still occupied, still frozen");
+        b.relink(y, wheel_bucket(0, 3), 12);
+        assert!(!b.is_frozen(bucket), "emptied, so thawed");
+        assert_eq!(b.first_frozen(), None);
+        assert_eq!(b.first_occupied(|_| 0), Some((0, 3)));
+        assert_eq!(b.first_live_after(0, 5), Some(62));
+        b.freeze_run(0, 60, 8);
+        assert!(b.is_frozen(wheel_bucket(0, 3)));
+        assert_eq!(b.first_live_after(0, 5), None);
+        b.check_bitmaps();
+    }
+
+    #[test]
+    fn overflow_bound_is_kept_on_link() {
+        let mut b = Buckets::new(1, 0, 0);
+        let over = b.overflow();
+        let (x, _) = b.insert(over, 500, ()).unwrap();
+        b.insert(over, 700, ()).unwrap();
+        assert_eq!(b.overflow_bound(), 500);
+        b.set_expiry(x, 400);
+        assert_eq!(b.overflow_bound(), 400);
+        let mut detached = b.take(over);
+        assert!(!b.has_overflow());
+        let mut expiries = Vec::new();
+        while let Some(index) = b.next_detached(&mut detached) {
+            let expiry = b.timer(index).expiry + 1000;
+            expiries.push(expiry);
+            b.link_detached(over, index, expiry);
+        }
+        assert_eq!(b.overflow_bound(), *expiries.iter().min().unwrap());
+        b.check_bitmaps();
+    }
+}
