@@ -307,16 +307,54 @@ impl<T: Send + 'static> Base<T> {
         self.arm_if_earlier(self.wheel.expiry(id).unwrap_or(tick));
     }
 
-    /// Does the base's work, without blocking: reads the clock once, takes the notices (remote
-    /// schedules, cancels, earlier re-arms), advances the wheel to now in one catch-up, calls `f`
+    /// Does the base's work, without blocking: reads the clock once, advances the wheel to now in
+    /// one catch-up, takes the notices (remote schedules, cancels, earlier re-arms), calls `f`
     /// with each due payload (in expiry order; timers due at the same tick, or sharing a Coarse
     /// bucket, in no particular order), refills the reserve, re-arms the fd. Returns how many
     /// fired.
     ///
-    /// `f` runs while the base is borrowed; to schedule from inside it, use a [`Remote`] (or, on
-    /// a [`crate::Runtime`] thread, [`crate::runtime::schedule_after`]): it is filed by the next
-    /// turn, and this turn leaves the fd readable so that the next one comes at once.
+    /// `f` runs while the base is borrowed; to schedule on this base from inside it (a periodic
+    /// timer, say), use [`Base::turn_with`], which lends it the base.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tickwheel_percpu::{bases, ClockSource, Config, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// let config = Config { clock: ClockSource::Manual(clock.clone()), ..Config::default() };
+    /// let (mut bases, _remote) = bases::<&str>(1, config).unwrap();
+    /// bases[0].schedule_after(Duration::from_millis(2), "idle timeout").unwrap();
+    /// clock.advance(Duration::from_millis(2));
+    /// let mut fired = Vec::new();
+    /// assert_eq!(bases[0].turn(|what| fired.push(what)), 1);
+    /// assert_eq!(fired, ["idle timeout"]);
+    /// ```
     pub fn turn(&mut self, mut f: impl FnMut(T)) -> usize {
+        self.turn_with(|_, value| f(value))
+    }
+
+    /// [`Base::turn`], lending `f` the base with each payload: a handler can schedule, re-arm or
+    /// cancel on this base directly, with no notice and no wake-up (a periodic timer re-arms
+    /// itself for the cost of a local schedule). A timer it schedules that is already due fires in
+    /// this same turn.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tickwheel_percpu::{bases, ClockSource, Config, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// let config = Config { clock: ClockSource::Manual(clock.clone()), ..Config::default() };
+    /// let (mut bases, _remote) = bases::<u32>(1, config).unwrap();
+    /// bases[0].schedule_after(Duration::from_millis(10), 0).unwrap();
+    /// for period in 1..=3 {
+    ///     clock.advance(Duration::from_millis(10));
+    ///     let fired = bases[0].turn_with(|base, n| {
+    ///         base.schedule_after(Duration::from_millis(10), n + 1).unwrap();
+    ///     });
+    ///     assert_eq!(fired, 1, "period {period}");
+    /// }
+    /// ```
+    pub fn turn_with(&mut self, mut f: impl FnMut(&mut Self, T)) -> usize {
         self.begin_turn();
         let now_ns = self.read_clock();
         // Fire first, so the wheel's clock is at now when the notices file their timers (a timer
@@ -442,7 +480,7 @@ impl<T: Send + 'static> Base<T> {
         }
     }
 
-    fn fire_due(&mut self, now_ns: u64, f: &mut impl FnMut(T)) -> usize {
+    fn fire_due(&mut self, now_ns: u64, f: &mut impl FnMut(&mut Self, T)) -> usize {
         let tick_ns = self.tick_ns();
         let now_tick = ns_to_tick_floor(now_ns, tick_ns);
         let mut fired = 0;
@@ -460,7 +498,7 @@ impl<T: Send + 'static> Base<T> {
                     self.counters.lateness.record(late);
                     self.counters.fired += 1;
                     fired += 1;
-                    f(value);
+                    f(self, value);
                 }
                 Due::Refile(tick) => {
                     // Pushed later (or a remote re-arm is storing its deadline): file it again.
