@@ -1,14 +1,11 @@
-//! Multi-core figures: the cross-core queue, per-core scaling of the keepalive load, and how late
-//! the timerfd driver fires next to a bare timerfd.
+//! Multi-core figures: per-core scaling of the keepalive load against lock-based designs, and how
+//! late the timerfd driver fires next to a bare timerfd.
 //!
 //! # Model
 //! Every thread is pinned to its own core with `core_affinity`; a pin that fails is an error, not
 //! a silent fallback, because an unpinned run measures the scheduler. All threads start together
-//! (each keeps draining its inbox while it waits for the others) and each times its own phase.
+//! (each keeps turning its base while it waits for the others) and each times its own phase.
 //!
-//! - Queue: one producer core hands `items` integers to one consumer core through a bounded or
-//!   unbounded MPSC queue (a full bounded queue makes the producer spin), and one thread pushes and
-//!   pops in pairs (the uncontended cost).
 //! - Scaling ([`keepalive`]): each thread holds `per_core` keepalive timers (30 to 60 s out) and
 //!   refreshes random ones; a share of its connections have their timer on the next core. The
 //!   same load runs on the percpu bases (a remote refresh goes through the `Remote`), on a wheel
@@ -24,7 +21,7 @@
 //! processes share those cores, so the figures carry their noise.
 
 use crate::rng::SplitMix64;
-use std::sync::{Barrier, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 use tickwheel_percpu::{Config, Mode};
 
@@ -55,124 +52,6 @@ pub fn pin(index: usize) -> Result<(), String> {
 /// Number of cores threads can be pinned to. Call it once before pinning any thread.
 pub fn available_cores() -> usize {
     cores().len()
-}
-
-/// A multi-producer, single-consumer queue of `u64`.
-pub trait Mpsc: Send + Sync {
-    /// Name for tables.
-    fn name(&self) -> &'static str;
-    /// Adds `v`, or hands it back when full.
-    fn push(&self, v: u64) -> Result<(), u64>;
-    /// Takes the oldest value.
-    fn pop(&self) -> Option<u64>;
-}
-
-impl Mpsc for crossbeam_queue::SegQueue<u64> {
-    fn name(&self) -> &'static str {
-        "crossbeam SegQueue"
-    }
-    fn push(&self, v: u64) -> Result<(), u64> {
-        crossbeam_queue::SegQueue::push(self, v);
-        Ok(())
-    }
-    fn pop(&self) -> Option<u64> {
-        crossbeam_queue::SegQueue::pop(self)
-    }
-}
-
-impl Mpsc for crossbeam_queue::ArrayQueue<u64> {
-    fn name(&self) -> &'static str {
-        "crossbeam ArrayQueue"
-    }
-    fn push(&self, v: u64) -> Result<(), u64> {
-        crossbeam_queue::ArrayQueue::push(self, v)
-    }
-    fn pop(&self) -> Option<u64> {
-        crossbeam_queue::ArrayQueue::pop(self)
-    }
-}
-
-impl Mpsc for tickwheel_percpu::mpsc::Queue<u64> {
-    fn name(&self) -> &'static str {
-        "tickwheel_percpu mpsc::Queue"
-    }
-    fn push(&self, v: u64) -> Result<(), u64> {
-        tickwheel_percpu::mpsc::Queue::push(self, v)
-    }
-    fn pop(&self) -> Option<u64> {
-        tickwheel_percpu::mpsc::Queue::pop(self)
-    }
-}
-
-/// Bounded queues are built with this many cells (the base's default inbox).
-pub const QUEUE_CAPACITY: usize = 4096;
-
-/// The three queues, fresh.
-pub fn queues() -> Vec<Box<dyn Mpsc>> {
-    vec![
-        Box::new(tickwheel_percpu::mpsc::Queue::<u64>::new(QUEUE_CAPACITY)),
-        Box::new(crossbeam_queue::SegQueue::<u64>::new()),
-        Box::new(crossbeam_queue::ArrayQueue::<u64>::new(QUEUE_CAPACITY)),
-    ]
-}
-
-/// Nanoseconds per item handed from a producer on core 1 to the consumer on core 0.
-pub fn cross_core_ns_per_item(q: &dyn Mpsc, items: u64) -> Result<f64, String> {
-    if available_cores() < 2 {
-        return Err("the cross-core queue needs two cores".into());
-    }
-    let start = Barrier::new(2);
-    std::thread::scope(|s| {
-        let producer = s.spawn(|| -> Result<(), String> {
-            let pinned = pin(1);
-            start.wait();
-            pinned?;
-            for v in 1..=items {
-                let mut v = v;
-                while let Err(back) = q.push(v) {
-                    v = back;
-                    std::hint::spin_loop();
-                }
-            }
-            Ok(())
-        });
-        let consumer = s.spawn(|| -> Result<(Duration, u64), String> {
-            let pinned = pin(0);
-            start.wait();
-            pinned?;
-            let t = Instant::now();
-            let (mut got, mut sum) = (0u64, 0u64);
-            while got < items {
-                match q.pop() {
-                    Some(v) => {
-                        got += 1;
-                        sum = sum.wrapping_add(v);
-                    }
-                    None => std::hint::spin_loop(),
-                }
-            }
-            Ok((t.elapsed(), sum))
-        });
-        let (elapsed, sum) = consumer.join().map_err(|_| "consumer panicked")??;
-        producer.join().map_err(|_| "producer panicked")??;
-        if sum != items * (items + 1) / 2 {
-            return Err(format!("{}: lost or doubled items", q.name()));
-        }
-        Ok(elapsed.as_nanos() as f64 / items as f64)
-    })
-}
-
-/// Nanoseconds per push-then-pop pair on one thread.
-pub fn same_thread_ns_per_pair(q: &dyn Mpsc, pairs: u64) -> f64 {
-    let t = Instant::now();
-    let mut sum = 0u64;
-    for v in 0..pairs {
-        let pushed = q.push(v).is_ok();
-        debug_assert!(pushed, "an empty queue takes a value");
-        sum = sum.wrapping_add(q.pop().unwrap_or(0));
-    }
-    std::hint::black_box(sum);
-    t.elapsed().as_nanos() as f64 / pairs as f64
 }
 
 /// Percentiles of a set of lateness samples.
@@ -362,19 +241,6 @@ mod tests {
         assert_eq!(s.p99, Duration::from_micros(99));
         assert_eq!(s.max, Duration::from_micros(100));
         assert_eq!(summarize(&mut []), None);
-    }
-
-    #[test]
-    fn every_queue_is_fifo_on_one_thread() {
-        for q in queues() {
-            for v in 0..10 {
-                assert_eq!(q.push(v), Ok(()), "{}", q.name());
-            }
-            for v in 0..10 {
-                assert_eq!(q.pop(), Some(v), "{}", q.name());
-            }
-            assert_eq!(q.pop(), None);
-        }
     }
 
     #[test]

@@ -33,7 +33,6 @@ fn quick_run_writes_tables_csv_and_charts() {
         );
     }
     for section in [
-        "queue_same_thread",
         "percore_refresh",
         "percore_peers",
         "percore_ns_per_op",

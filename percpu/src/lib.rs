@@ -90,7 +90,6 @@ mod base;
 mod clock;
 mod error;
 mod handle;
-pub mod mpsc;
 #[doc(hidden)]
 pub mod protocol;
 mod remote;

@@ -34,7 +34,7 @@ struct Plan {
     /// Workloads to run (all when empty).
     workloads: Vec<Workload>,
     skip_memory: bool,
-    /// Skip the multi-core sections (queue, scaling, timeliness).
+    /// Skip the multi-core sections (scaling, timeliness).
     skip_cores: bool,
     /// Keepalive timers per core in the scaling section.
     per_core: Option<usize>,
@@ -223,8 +223,6 @@ fn main() {
         }
     }
     if !plan.skip_cores {
-        rows.extend(run_queues(&plan));
-        eprintln!("  queues done at {:.0?}", started.elapsed());
         rows.extend(run_scaling(&plan));
         eprintln!("  scaling done at {:.0?}", started.elapsed());
         rows.extend(run_timeliness(&plan));
@@ -534,27 +532,6 @@ fn targets(rows: &[Row]) -> String {
             }
         }
     }
-    let ours = "tickwheel_percpu mpsc::Queue";
-    let seg = rows
-        .iter()
-        .find(|r| r.section == "queue_cross_core" && r.series == ours);
-    if let Some(seg_n) = seg.map(|r| r.n) {
-        for (label, peer) in [
-            ("cross-core queue vs SegQueue", "crossbeam SegQueue"),
-            ("cross-core queue vs ArrayQueue", "crossbeam ArrayQueue"),
-        ] {
-            let r = report::lookup(rows, "queue_cross_core", peer, seg_n)
-                .zip(report::lookup(rows, "queue_cross_core", ours, seg_n))
-                .map(|(p, o)| p / o);
-            if let Some(r) = r {
-                let met = if r >= 1.0 { "yes" } else { "NO" };
-                let _ = std::fmt::Write::write_fmt(
-                    &mut out,
-                    format_args!("| {label} | mpsc::Queue | {r:.2}x | ≥1x | {met} |\n"),
-                );
-            }
-        }
-    }
     let n = rows
         .iter()
         .filter(|r| r.section == "percore_refresh")
@@ -580,55 +557,6 @@ fn targets(rows: &[Row]) -> String {
         }
     }
     out
-}
-
-/// Cross-core and same-thread queue figures.
-fn run_queues(plan: &Plan) -> Vec<Row> {
-    let (items, reps) = if plan.quick {
-        (100_000, 1)
-    } else {
-        (2_000_000, 9)
-    };
-    let names: Vec<&str> = percore::queues().iter().map(|q| q.name()).collect();
-    let two_cores = percore::available_cores() >= 2;
-    if !two_cores {
-        eprintln!("only one core: no cross-core queue figures");
-    }
-    let mut cross = vec![Vec::new(); names.len()];
-    let mut local = vec![Vec::new(); names.len()];
-    for _ in 0..reps {
-        for (i, q) in percore::queues().iter().enumerate() {
-            if two_cores {
-                match percore::cross_core_ns_per_item(q.as_ref(), items) {
-                    Ok(ns) => cross[i].push(ns),
-                    Err(e) => die(&e),
-                }
-            }
-        }
-        for (i, q) in percore::queues().iter().enumerate() {
-            local[i].push(percore::same_thread_ns_per_pair(q.as_ref(), items));
-        }
-    }
-    let mut rows = Vec::new();
-    for (i, name) in names.iter().enumerate() {
-        if two_cores {
-            rows.push(Row::from_samples(
-                "queue_cross_core",
-                name,
-                items,
-                "ns/item",
-                &cross[i],
-            ));
-        }
-        rows.push(Row::from_samples(
-            "queue_same_thread",
-            name,
-            items,
-            "ns/pair",
-            &local[i],
-        ));
-    }
-    rows
 }
 
 /// Shares of connections whose timer lives on another core.
@@ -690,7 +618,11 @@ fn run_scaling(plan: &Plan) -> Vec<Row> {
                     load.seed = SEED + rep;
                     let mut sums = Vec::new();
                     let mut log = format!("  keepalive {threads} threads, {label}, {pop}:");
-                    for (i, &design) in designs.iter().enumerate() {
+                    // Each repetition starts with another design: the first run of a process
+                    // pays for memory the later ones find warm, and no design should always pay.
+                    let n = designs.len();
+                    for i in (0..n).map(|k| (k + rep as usize) % n) {
+                        let design = designs[i];
                         let run = keepalive::keepalive_scaling(design, &load).unwrap_or_else(|e| {
                             die(&format!(
                                 "scaling, {}, {threads} threads: {e}",
@@ -862,18 +794,6 @@ fn run_timeliness(plan: &Plan) -> Vec<Row> {
 
 fn percore_tables(rows: &[Row]) -> String {
     let mut md = String::new();
-    md.push_str(&report::table(
-        rows,
-        "queue_cross_core",
-        "### cross-core queue — ns per item, producer on core 1, consumer on core 0",
-    ));
-    md.push('\n');
-    md.push_str(&report::table(
-        rows,
-        "queue_same_thread",
-        "### queue on one thread — ns per push+pop pair",
-    ));
-    md.push('\n');
     md.push_str(&report::table(
         rows,
         "percore_refresh",
