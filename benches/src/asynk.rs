@@ -285,10 +285,7 @@ struct Bench {
 
 impl Bench {
     fn new(flavor: Flavor) -> Self {
-        let config = Config {
-            mode: bases_mode(),
-            ..Config::default()
-        };
+        let config = Config::default().mode(bases_mode());
         let timers = Timers::new(2, config).expect("bases");
         let mut b = match flavor {
             Flavor::Current => tokio::runtime::Builder::new_current_thread(),

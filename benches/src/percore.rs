@@ -100,11 +100,7 @@ pub fn driver_lateness(
     seed: u64,
 ) -> Result<(LatenessSummary, tickwheel_percpu::Lateness), String> {
     pin(0)?;
-    let config = Config {
-        mode,
-        tick,
-        ..Config::default()
-    };
+    let config = Config::default().mode(mode).tick(tick);
     let (mut bases, _remote) =
         tickwheel_percpu::bases::<u64>(1, config).map_err(|e| e.to_string())?;
     let mut base = bases.pop().ok_or("no base")?;

@@ -129,13 +129,11 @@ pub fn one_base<T: Send + 'static>(
     inbox: usize,
 ) -> (Base<T>, Remote<T>, ManualClock) {
     let clock = ManualClock::new();
-    let config = Config {
-        mode: Mode::Exact,
-        clock: ClockSource::Manual(clock.clone()),
-        wheel_capacity: Some(slots),
-        inbox_capacity: inbox,
-        ..Config::default()
-    };
+    let config = Config::default()
+        .mode(Mode::Exact)
+        .clock(ClockSource::Manual(clock.clone()))
+        .wheel_capacity(slots)
+        .inbox_capacity(inbox);
     let (mut bases, remote) = tickwheel_percpu::bases(1, config).expect("bases");
     (bases.pop().expect("one base"), remote, clock)
 }

@@ -13,7 +13,7 @@
 //! use tickwheel_percpu::{bases, ClockSource, Config, ManualClock};
 //!
 //! let clock = ManualClock::new();
-//! let config = Config { clock: ClockSource::Manual(clock.clone()), ..Config::default() };
+//! let config = Config::default().clock(ClockSource::Manual(clock.clone()));
 //! let (mut bases, remote) = bases::<&str>(2, config).unwrap();
 //! let h = bases[0].schedule_after(Duration::from_millis(10), "local").unwrap();
 //! remote.schedule_after(0, Duration::from_millis(5), "from afar").unwrap();
@@ -128,8 +128,20 @@ pub const MAX_SLOTS: usize = u32::MAX as usize - 1;
 /// Largest `Config::inbox_capacity`.
 pub const MAX_INBOX: usize = 1 << 20;
 
-/// How a set of bases is built.
+/// How a set of bases is built: start from `Config::default()` and change what you need.
+///
+/// ```
+/// use std::time::Duration;
+/// use tickwheel_percpu::{Config, Mode};
+///
+/// let config = Config::default()
+///     .mode(Mode::Exact)
+///     .tick(Duration::from_micros(100))
+///     .wheel_capacity(1 << 16);
+/// assert_eq!(config.wheel_capacity, Some(1 << 16));
+/// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Config {
     /// Wheel mode: `Coarse` (default; no cascading, fires up to ~12.5% of the delay late, suits
     /// timeouts that are nearly always cancelled) or `Exact`.
@@ -156,6 +168,43 @@ impl Default for Config {
             wheel_capacity: None,
             inbox_capacity: 4096,
         }
+    }
+}
+
+impl Config {
+    /// Sets [`Config::mode`].
+    #[must_use]
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Sets [`Config::tick`].
+    #[must_use]
+    pub fn tick(mut self, tick: Duration) -> Self {
+        self.tick = tick;
+        self
+    }
+
+    /// Sets [`Config::clock`].
+    #[must_use]
+    pub fn clock(mut self, clock: ClockSource) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Sets [`Config::wheel_capacity`] to `Some(slots)`.
+    #[must_use]
+    pub fn wheel_capacity(mut self, slots: usize) -> Self {
+        self.wheel_capacity = Some(slots);
+        self
+    }
+
+    /// Sets [`Config::inbox_capacity`].
+    #[must_use]
+    pub fn inbox_capacity(mut self, slots: usize) -> Self {
+        self.inbox_capacity = slots;
+        self
     }
 }
 

@@ -20,7 +20,7 @@ use crate::sync::Arc;
 /// use tickwheel_percpu::{bases, ClockSource, Config, ManualClock};
 ///
 /// let clock = ManualClock::new();
-/// let config = Config { clock: ClockSource::Manual(clock.clone()), ..Config::default() };
+/// let config = Config::default().clock(ClockSource::Manual(clock.clone()));
 /// let (mut bases, remote) = bases::<u32>(2, config).unwrap();
 /// let h = remote.schedule_after(1, Duration::from_millis(5), 7).unwrap();
 /// assert!(remote.reset_after(h, Duration::from_millis(50))); // keepalive refresh, no message

@@ -17,10 +17,7 @@ fn current_thread() -> tokio::runtime::Runtime {
 
 #[test]
 fn sleeps_complete_in_deadline_order_and_never_early() {
-    let config = Config {
-        mode: Mode::Exact,
-        ..Config::default()
-    };
+    let config = Config::default().mode(Mode::Exact);
     let timers = Timers::new(1, config).unwrap();
     let rt = current_thread();
     let order = Rc::new(RefCell::new(Vec::new()));

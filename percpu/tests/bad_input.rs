@@ -5,20 +5,15 @@ use std::time::Duration;
 use tickwheel_percpu::{ClockSource, Config, ManualClock, Mode, Runtime, bases};
 
 fn manual(clock: &ManualClock) -> Config {
-    Config {
-        mode: Mode::Exact,
-        clock: ClockSource::Manual(clock.clone()),
-        ..Config::default()
-    }
+    Config::default()
+        .mode(Mode::Exact)
+        .clock(ClockSource::Manual(clock.clone()))
 }
 
 #[test]
 fn stale_handles_do_nothing_on_any_core() {
     let clock = ManualClock::new();
-    let config = Config {
-        wheel_capacity: Some(1),
-        ..manual(&clock)
-    };
+    let config = manual(&clock).wheel_capacity(1);
     let (mut all, remote) = bases::<u32>(1, config).unwrap();
     let base = &mut all[0];
     let old = base.schedule_after(Duration::ZERO, 1).unwrap();
@@ -66,10 +61,7 @@ fn foreign_handles_do_nothing() {
 #[test]
 fn full_inbox_hands_the_value_back() {
     let clock = ManualClock::new();
-    let config = Config {
-        inbox_capacity: 2,
-        ..manual(&clock)
-    };
+    let config = manual(&clock).inbox_capacity(2);
     let (mut all, remote) = bases::<String>(1, config).unwrap();
     remote
         .schedule_after(0, Duration::ZERO, "a".into())
@@ -98,11 +90,7 @@ fn full_inbox_hands_the_value_back() {
 #[test]
 fn full_table_hands_the_value_back() {
     let clock = ManualClock::new();
-    let config = Config {
-        wheel_capacity: Some(4),
-        inbox_capacity: 2,
-        ..manual(&clock)
-    };
+    let config = manual(&clock).wheel_capacity(4).inbox_capacity(2);
     let (mut all, remote) = bases::<u32>(1, config).unwrap();
     let base = &mut all[0];
     for v in 0..4 {
@@ -142,30 +130,18 @@ fn invalid_configs_are_errors() {
         let err = bases::<u32>(1, config).expect_err("must be refused");
         assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
     };
-    rejected(Config {
-        tick: Duration::ZERO,
-        ..Config::default()
-    });
+    rejected(Config::default().tick(Duration::ZERO));
     // Each of these used to panic, abort or try to allocate hundreds of gigabytes.
     for inbox in [0, 1 << 21, (1 << 32) + 1, usize::MAX / 2, usize::MAX] {
-        rejected(Config {
-            inbox_capacity: inbox,
-            ..Config::default()
-        });
+        rejected(Config::default().inbox_capacity(inbox));
     }
     for cap in [0, u32::MAX as usize, usize::MAX] {
-        rejected(Config {
-            wheel_capacity: Some(cap),
-            ..Config::default()
-        });
+        rejected(Config::default().wheel_capacity(cap));
     }
     // The same bounds for the runtime, before any thread starts.
     let err = Runtime::<u32>::start(
         &[first_core()],
-        Config {
-            inbox_capacity: usize::MAX,
-            ..Config::default()
-        },
+        Config::default().inbox_capacity(usize::MAX),
         |_| {},
     )
     .unwrap_err();

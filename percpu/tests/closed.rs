@@ -9,11 +9,9 @@ use std::time::Duration;
 use tickwheel_percpu::{ClockSource, Config, ManualClock, Mode, Remote, Runtime, bases};
 
 fn manual(clock: &ManualClock) -> Config {
-    Config {
-        mode: Mode::Exact,
-        clock: ClockSource::Manual(clock.clone()),
-        ..Config::default()
-    }
+    Config::default()
+        .mode(Mode::Exact)
+        .clock(ClockSource::Manual(clock.clone()))
 }
 
 /// A payload that holds a `Remote` of its own set and counts its drops.

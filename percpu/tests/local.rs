@@ -24,11 +24,9 @@ impl Rng {
 
 fn one(mode: Mode) -> (Base<u64>, ManualClock) {
     let clock = ManualClock::new();
-    let config = Config {
-        mode,
-        clock: ClockSource::Manual(clock.clone()),
-        ..Config::default()
-    };
+    let config = Config::default()
+        .mode(mode)
+        .clock(ClockSource::Manual(clock.clone()));
     let (mut b, _) = bases(1, config).unwrap();
     (b.pop().unwrap(), clock)
 }

@@ -5,11 +5,9 @@ use std::time::Duration;
 use tickwheel_percpu::{ClockSource, Config, ManualClock, Mode, bases};
 
 fn config(clock: &ManualClock) -> Config {
-    Config {
-        mode: Mode::Exact,
-        clock: ClockSource::Manual(clock.clone()),
-        ..Config::default()
-    }
+    Config::default()
+        .mode(Mode::Exact)
+        .clock(ClockSource::Manual(clock.clone()))
 }
 
 #[test]

@@ -17,22 +17,15 @@ fn handler_runs_on_the_base_thread_and_can_reschedule_locally() {
     let cores = cores();
     let (tx, rx) = channel::<(u32, Option<usize>, String)>();
     let tx = std::sync::Mutex::new(tx); // test plumbing only
-    let rt = Runtime::<u32>::start(
-        &cores,
-        Config {
-            mode: Mode::Exact,
-            ..Config::default()
-        },
-        move |v| {
-            let here = runtime::current_base();
-            let name = std::thread::current().name().unwrap_or("").to_string();
-            tx.lock().unwrap().send((v, here, name)).unwrap();
-            if v < 3 {
-                // Re-arm on our own core without naming it.
-                runtime::schedule_after(Duration::from_millis(1), v + 1).unwrap();
-            }
-        },
-    )
+    let rt = Runtime::<u32>::start(&cores, Config::default().mode(Mode::Exact), move |v| {
+        let here = runtime::current_base();
+        let name = std::thread::current().name().unwrap_or("").to_string();
+        tx.lock().unwrap().send((v, here, name)).unwrap();
+        if v < 3 {
+            // Re-arm on our own core without naming it.
+            runtime::schedule_after(Duration::from_millis(1), v + 1).unwrap();
+        }
+    })
     .unwrap();
     let last = cores.len() - 1;
     rt.remote()

@@ -231,13 +231,11 @@ fn worker(
 }
 
 fn soak(clock: ClockSource, max_delay_us: u64) {
-    let config = Config {
-        mode: Mode::Coarse,
-        tick: Duration::from_micros(100),
-        clock: clock.clone(),
-        wheel_capacity: Some(1 << 16),
-        ..Config::default()
-    };
+    let config = Config::default()
+        .mode(Mode::Coarse)
+        .tick(Duration::from_micros(100))
+        .clock(clock.clone())
+        .wheel_capacity(1 << 16);
     let (all, remote) = bases::<usize>(THREADS, config).unwrap();
     let epoch = all[0].now();
     let soak = Arc::new(Soak {

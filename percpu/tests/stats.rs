@@ -7,11 +7,9 @@ use tickwheel_percpu::{ClockSource, Config, ManualClock, Mode, bases};
 #[test]
 fn counters_add_up() {
     let clock = ManualClock::new();
-    let config = Config {
-        mode: Mode::Exact,
-        clock: ClockSource::Manual(clock.clone()),
-        ..Config::default()
-    };
+    let config = Config::default()
+        .mode(Mode::Exact)
+        .clock(ClockSource::Manual(clock.clone()));
     let (mut all, remote) = bases::<u32>(2, config).unwrap();
     let a = all[0].schedule_after(Duration::from_millis(1), 1).unwrap();
     let _b = all[0].schedule_after(Duration::from_millis(1), 2).unwrap();
@@ -41,11 +39,9 @@ fn counters_add_up() {
 /// One Exact base on a manual clock.
 fn exact_manual_base() -> (ManualClock, Vec<tickwheel_percpu::Base<u32>>) {
     let clock = ManualClock::new();
-    let config = Config {
-        mode: Mode::Exact,
-        clock: ClockSource::Manual(clock.clone()),
-        ..Config::default()
-    };
+    let config = Config::default()
+        .mode(Mode::Exact)
+        .clock(ClockSource::Manual(clock.clone()));
     let (all, _) = bases::<u32>(1, config).unwrap();
     (clock, all)
 }

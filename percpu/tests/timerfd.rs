@@ -18,14 +18,7 @@ fn poll_readable(fd: i32, timeout_ms: i32) -> bool {
 
 #[test]
 fn timer_at_plus_5ms_fires_not_early_and_in_time() {
-    let (mut all, _) = bases::<Instant>(
-        1,
-        Config {
-            mode: Mode::Exact,
-            ..Config::default()
-        },
-    )
-    .unwrap();
+    let (mut all, _) = bases::<Instant>(1, Config::default().mode(Mode::Exact)).unwrap();
     let base = &mut all[0];
     let deadline = Instant::now() + Duration::from_millis(5);
     base.schedule_at(deadline, deadline).unwrap();
@@ -110,10 +103,7 @@ fn no_kick_while_the_owner_is_busy() {
 
 #[test]
 fn boottime_clock_works() {
-    let config = Config {
-        clock: tickwheel_percpu::ClockSource::Boottime,
-        ..Config::default()
-    };
+    let config = Config::default().clock(tickwheel_percpu::ClockSource::Boottime);
     let (mut all, _) = bases::<u32>(1, config).unwrap();
     let base = &mut all[0];
     base.schedule_after(Duration::from_millis(2), 1).unwrap();

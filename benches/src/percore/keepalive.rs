@@ -274,11 +274,7 @@ pub fn keepalive_scaling(design: Design, load: &Load) -> Result<Run, String> {
     let clock = TickClock::new();
     let outs = match design {
         Design::Percpu => {
-            let config = Config {
-                mode: Mode::Coarse,
-                tick: TICK,
-                ..Config::default()
-            };
+            let config = Config::default().mode(Mode::Coarse).tick(TICK);
             let (bases, remote) = tickwheel_percpu::bases::<u64>(load.threads, config)
                 .map_err(|e| format!("bases: {e}"))?;
             let workers = bases

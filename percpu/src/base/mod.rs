@@ -321,7 +321,7 @@ impl<T: Send + 'static> Base<T> {
     /// use tickwheel_percpu::{bases, ClockSource, Config, ManualClock};
     ///
     /// let clock = ManualClock::new();
-    /// let config = Config { clock: ClockSource::Manual(clock.clone()), ..Config::default() };
+    /// let config = Config::default().clock(ClockSource::Manual(clock.clone()));
     /// let (mut bases, _remote) = bases::<&str>(1, config).unwrap();
     /// bases[0].schedule_after(Duration::from_millis(2), "idle timeout").unwrap();
     /// clock.advance(Duration::from_millis(2));
@@ -343,7 +343,7 @@ impl<T: Send + 'static> Base<T> {
     /// use tickwheel_percpu::{bases, ClockSource, Config, ManualClock};
     ///
     /// let clock = ManualClock::new();
-    /// let config = Config { clock: ClockSource::Manual(clock.clone()), ..Config::default() };
+    /// let config = Config::default().clock(ClockSource::Manual(clock.clone()));
     /// let (mut bases, _remote) = bases::<u32>(1, config).unwrap();
     /// bases[0].schedule_after(Duration::from_millis(10), 0).unwrap();
     /// for period in 1..=3 {

@@ -122,10 +122,7 @@ impl Server {
         let cpus = choose_cpus(config.cores)?;
         let listeners = open_listeners(config.listen, cpus.len())?;
         let addr = listeners[0].local_addr()?;
-        let base_config = tickwheel_percpu::Config {
-            mode: config.mode,
-            ..Default::default()
-        };
+        let base_config = tickwheel_percpu::Config::default().mode(config.mode);
         let (bases, _remote) = tickwheel_percpu::bases(cpus.len(), base_config)?;
         let stop = Arc::new(StopFlag::new()?);
         let mut server = Server {
