@@ -12,8 +12,8 @@
 //! times on real threads. Each model counts its executions and asserts there was more than one, so
 //! a model that accidentally explores a single interleaving fails instead of passing vacuously.
 //!
-//! Models run the crate's real code: `Base`, `Remote`, the slot table, the inbox queue, the wake
-//! word and the real eventfd. The one thing a model must not do is block in the kernel (loom runs
+//! Models run the crate's real code: `Base`, `Remote`, the slot table, the reserve and notice
+//! stacks, the wake word and the real eventfd. The one thing a model must not do is block in the kernel (loom runs
 //! all threads on one OS thread), so an owner "sleeps" by spinning with `yield_now` until its fd
 //! polls readable: if a wake-up were lost it would spin forever and loom would report it.
 
@@ -122,8 +122,8 @@ pub fn sleep_on(fd: RawFd) {
 
 use tickwheel_percpu::{Base, ClockSource, Config, ManualClock, Mode, Remote};
 
-/// One base on a manual clock with a 1 ms tick, `slots` slots and an inbox of `inbox` cells:
-/// small, so the model checker has few objects to track.
+/// One base on a manual clock with a 1 ms tick, `slots` slots and `inbox` of them kept in reserve
+/// for remote schedules: small, so the model checker has few objects to track.
 pub fn one_base<T: Send + 'static>(
     slots: usize,
     inbox: usize,

@@ -27,12 +27,12 @@
 //! timer gives a different checksum from the others, and the runner refuses to report it.
 //!
 //! Phases are separated by spinning barriers during which a percpu thread keeps turning its base
-//! about every microsecond (a base that stopped draining its inbox would stall every core sending
-//! to it); the lock-based designs need nothing from an idle thread and just spin. The
-//! `InboxFull` and dropped-notice counts are the bases' own counters
+//! about every microsecond (a base that stopped turning would leave remote schedulers without
+//! reserve slots); the lock-based designs need nothing from an idle thread and just spin. The
+//! `InboxFull` count is the bases' own counter
 //! ([`tickwheel_percpu::BaseStats`]) read just before and just after the timed phase, so setup is
-//! not counted; the [`Stalls`] are the runner's own count of remote refreshes that had to wait
-//! for room in an inbox, and for how long.
+//! not counted; the [`Stalls`] are the runner's own count of remote schedules that had to wait
+//! for a reserve slot, and for how long (a remote refresh cannot be refused).
 //!
 //! # What was given up
 //! - The lock-based wheels are allocated by the spawning thread, as the percpu bases are; on this
@@ -146,7 +146,7 @@ pub struct CoreRun {
     pub remote_ops: u64,
     /// Time they took.
     pub elapsed: Duration,
-    /// Remote schedules (percpu) that found a full inbox, in the timed phase.
+    /// Remote schedules (percpu) that found the reserve empty, in the timed phase.
     pub stalls: Stalls,
 }
 
@@ -162,7 +162,7 @@ impl CoreRun {
     }
 }
 
-/// Remote schedules that found a full inbox (percpu only), in the timed phase.
+/// Remote schedules that found the target's reserve empty (percpu only), in the timed phase.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stalls {
@@ -195,7 +195,7 @@ impl Checksum {
 }
 
 /// Cross-core trouble counters of the timed phase, summed over the percpu bases (zero for the
-/// lock-based designs, which have no inbox).
+/// lock-based designs, which have no reserve).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Backpressure {
@@ -548,7 +548,8 @@ struct PercpuWorker {
     remote: tickwheel_percpu::Remote<u64>,
 }
 
-/// Schedules `value` on base `target` through `remote`, turning `base` while that inbox is full.
+/// Schedules `value` on base `target` through `remote`, turning `base` while that base's reserve
+/// is empty.
 fn schedule_remote(
     base: &mut tickwheel_percpu::Base<u64>,
     remote: &tickwheel_percpu::Remote<u64>,
@@ -644,8 +645,8 @@ impl Worker for PercpuWorker {
     }
 
     fn idle(&mut self) {
-        // A turn about every microsecond drains the inbox far faster than a sender fills it
-        // (4096 cells at tens of nanoseconds a message) without keeping the shared lines of this
+        // A turn about every microsecond refills the reserve far faster than a sender empties it
+        // (4096 slots at tens of nanoseconds a schedule) without keeping the shared lines of this
         // base bouncing while the other threads are still measuring.
         self.base.turn(|_| {});
         for _ in 0..IDLE_SPINS {

@@ -165,14 +165,8 @@ impl Sleep {
                 if held.base.reset_at(reg.handle, deadline) {
                     return;
                 }
-                // Not in the wheel: pending in the inbox (a re-arm from another thread left it
-                // there), or fired (and, since turns deliver while holding the base, delivered).
-                if held.base.cancel(reg.handle) {
-                    // Still pending: replace it, same arming.
-                    let seq = cell::seq_of(reg.cell().state.load(Ordering::Relaxed));
-                    reg.handle = reg.driver.schedule_held(&mut held, deadline, reg.cell, seq);
-                    return;
-                }
+                // Not pending: fired (and, since turns deliver while holding the base,
+                // delivered). A base re-arms any pending timer of its own, filed or not.
                 let seq = arm(reg.driver.cells.get(reg.cell));
                 reg.handle = reg.driver.schedule_held(&mut held, deadline, reg.cell, seq);
                 return;
