@@ -2,6 +2,8 @@
 //! connection closes on its header-read timeout.
 #![cfg(feature = "tokio")]
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use hyper::rt::Timer;
@@ -9,17 +11,10 @@ use tickwheel_percpu::Config;
 use tickwheel_percpu::time::{HyperTimer, Timers};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-fn current_thread() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_io()
-        .build()
-        .unwrap()
-}
-
 #[test]
 fn sleep_and_reset_in_place() {
     let timers = Timers::new(1, Config::default()).unwrap();
-    let rt = current_thread();
+    let rt = common::current_thread();
     timers
         .block_on(0, &rt, async {
             let timer = HyperTimer::new();
@@ -41,7 +36,7 @@ fn sleep_and_reset_in_place() {
 #[test]
 fn header_read_timeout_closes_a_silent_connection() {
     let timers = Timers::new(1, Config::default()).unwrap();
-    let rt = current_thread();
+    let rt = common::current_thread();
     timers
         .block_on(0, &rt, async {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

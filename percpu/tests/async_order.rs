@@ -1,6 +1,8 @@
 //! Sleeps complete in deadline order, never before their deadline.
 #![cfg(feature = "tokio")]
 
+mod common;
+
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -8,18 +10,11 @@ use std::time::{Duration, Instant};
 use tickwheel_percpu::time::{self, Timers};
 use tickwheel_percpu::{Config, Mode};
 
-fn current_thread() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_io()
-        .build()
-        .unwrap()
-}
-
 #[test]
 fn sleeps_complete_in_deadline_order_and_never_early() {
     let config = Config::default().mode(Mode::Exact);
     let timers = Timers::new(1, config).unwrap();
-    let rt = current_thread();
+    let rt = common::current_thread();
     let order = Rc::new(RefCell::new(Vec::new()));
     let local = tokio::task::LocalSet::new();
     let start = Instant::now();
@@ -48,7 +43,7 @@ fn sleeps_complete_in_deadline_order_and_never_early() {
 #[test]
 fn a_past_deadline_completes_at_once() {
     let timers = Timers::new(1, Config::default()).unwrap();
-    let rt = current_thread();
+    let rt = common::current_thread();
     let t = Instant::now();
     timers
         .block_on(0, &rt, async {
@@ -62,7 +57,7 @@ fn a_past_deadline_completes_at_once() {
 #[test]
 fn many_sleeps_reuse_cells() {
     let timers = Timers::new(1, Config::default()).unwrap();
-    let rt = current_thread();
+    let rt = common::current_thread();
     timers
         .block_on(0, &rt, async {
             for round in 0..20 {

@@ -1,22 +1,17 @@
 //! `timeout`: the inner result when it wins, `Elapsed` (never early) when the limit does.
 #![cfg(feature = "tokio")]
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use tickwheel_percpu::Config;
 use tickwheel_percpu::time::{self, Timers};
 
-fn current_thread() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_io()
-        .build()
-        .unwrap()
-}
-
 #[test]
 fn inner_result_when_it_wins() {
     let timers = Timers::new(1, Config::default()).unwrap();
-    let rt = current_thread();
+    let rt = common::current_thread();
     timers
         .block_on(0, &rt, async {
             // Ready at once: no timer filed at all.
@@ -42,7 +37,7 @@ fn inner_result_when_it_wins() {
 #[test]
 fn elapsed_when_the_limit_wins_never_early() {
     let timers = Timers::new(1, Config::default()).unwrap();
-    let rt = current_thread();
+    let rt = common::current_thread();
     timers
         .block_on(0, &rt, async {
             for ms in [1u64, 3, 7] {
@@ -63,7 +58,7 @@ fn elapsed_when_the_limit_wins_never_early() {
 #[test]
 fn a_sleep_with_no_driver_panics_with_a_clear_message() {
     let outcome = std::panic::catch_unwind(|| {
-        let rt = current_thread();
+        let rt = common::current_thread();
         rt.block_on(time::sleep(Duration::from_millis(1)));
     });
     let err = outcome.unwrap_err();

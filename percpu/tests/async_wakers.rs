@@ -1,6 +1,8 @@
 //! Wakers replaced between polls: the latest one is woken, once; earlier ones never.
 #![cfg(feature = "tokio")]
 
+mod common;
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -29,17 +31,10 @@ fn poll_with(s: &mut time::Sleep, w: &Waker) -> Poll<()> {
     Pin::new(s).poll(&mut Context::from_waker(w))
 }
 
-fn current_thread() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_io()
-        .build()
-        .unwrap()
-}
-
 #[test]
 fn the_latest_waker_is_woken_once() {
     let timers = Timers::new(1, Config::default()).unwrap();
-    let rt = current_thread();
+    let rt = common::current_thread();
     timers
         .block_on(0, &rt, async {
             let (a, wa) = counting();
@@ -73,7 +68,7 @@ fn the_latest_waker_is_woken_once() {
 #[test]
 fn a_dropped_sleep_wakes_nobody() {
     let timers = Timers::new(1, Config::default()).unwrap();
-    let rt = current_thread();
+    let rt = common::current_thread();
     timers
         .block_on(0, &rt, async {
             let (a, wa) = counting();
@@ -90,7 +85,7 @@ fn a_dropped_sleep_wakes_nobody() {
 #[test]
 fn reset_moves_the_deadline_both_ways() {
     let timers = Timers::new(1, Config::default()).unwrap();
-    let rt = current_thread();
+    let rt = common::current_thread();
     timers
         .block_on(0, &rt, async {
             let start = Instant::now();

@@ -126,6 +126,17 @@ pub mod word {
 
 use word::{CANCELLED, CELL, FLAGS, FREE, PENDING, QUEUED, RESETTING};
 
+/// The word the owner leaves when it retires the pending word `w` (fire or own cancel): with no
+/// flag set the slot is free at the next generation (true); with one it is `CANCELLED`, flags
+/// kept, and freed when its notice comes round (false).
+fn retired(w: u64) -> (u64, bool) {
+    if w & FLAGS == 0 {
+        (word::pack(word::generation(w).wrapping_add(1), FREE), true)
+    } else {
+        (word::with_state(w, CANCELLED), false)
+    }
+}
+
 /// One slot's shared record.
 pub(crate) struct Record<T> {
     word: AtomicU64,
@@ -372,13 +383,7 @@ impl<T> SlotTable<T> {
                     if deadline > now_tick {
                         return Due::Refile(deadline);
                     }
-                    let freed = w & FLAGS == 0;
-                    let g = word::generation(w);
-                    let to = if freed {
-                        word::pack(g.wrapping_add(1), FREE)
-                    } else {
-                        word::with_state(w, CANCELLED)
-                    };
+                    let (to, freed) = retired(w);
                     // Acquire on failure: the retry reads the deadline of the newer word.
                     match r
                         .word
@@ -409,12 +414,7 @@ impl<T> SlotTable<T> {
             if !word::is_pending(w, g) {
                 return None;
             }
-            let freed = w & FLAGS == 0;
-            let to = if freed {
-                word::pack(g.wrapping_add(1), FREE)
-            } else {
-                word::with_state(w, CANCELLED)
-            };
+            let (to, freed) = retired(w);
             // Relaxed: as in `cancel`.
             match r
                 .word
