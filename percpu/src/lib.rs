@@ -3,7 +3,8 @@
 //! [`bases`] makes N bases, one per core you intend to run. Each [`Base`] owns a wheel touched
 //! only by its owning thread; other threads schedule, re-arm and cancel through a [`Remote`],
 //! which uses only atomics and two lock-free stacks per base that can never be full: no mutex, no
-//! rwlock, no spin lock, and no waiting for another thread on any cross-core path. Each base exposes one fd that any epoll/mio loop can register ([`Base::fd`]), and one call
+//! rwlock, no spin lock, and no waiting for another thread on any cross-core path. Each base
+//! exposes one fd that any epoll/mio loop can register ([`Base::fd`]), and one call
 //! ([`Base::turn`]) that does its work. [`Runtime`] runs the default loop on pinned threads for
 //! users who have no loop of their own. [`shm`] puts one timer set in shared memory for several
 //! processes.
