@@ -6,6 +6,8 @@
 //!   the owner learns of remote schedules, cancels and earlier re-arms; neither can be full.
 //! - [`wake`]: the owner's park flag and the producers' notify, which together guarantee that a
 //!   notice pushed while the owner is about to sleep wakes it, with no syscall while it is busy.
+//! - [`waker`]: the async layer's register / wake handshake between a polling task and the thread
+//!   that fires its timer.
 //!
 //! The ground rules are in the crate documentation. This module is public only for the model
 //! checker and the benches; it is not part of the stable API.
@@ -13,3 +15,4 @@
 pub mod slots;
 pub mod stack;
 pub mod wake;
+pub mod waker;

@@ -30,9 +30,8 @@
 //! `&Cell` stays valid while the [`Cells`] lives. Chunk pointers are published with a Release store
 //! and read with an Acquire load.
 
-use std::task::Waker;
-
-use crate::sync::{AtomicU64, AtomicUsize, Ordering, UnsafeCell};
+use crate::protocol::waker::AtomicWaker;
+use crate::sync::{AtomicU64, AtomicUsize, Ordering};
 
 /// Cells per chunk.
 pub(super) const CHUNK: usize = 1 << CHUNK_SHIFT;
@@ -163,127 +162,6 @@ impl Drop for Cells {
     }
 }
 
-const WAITING: usize = 0;
-const REGISTERING: usize = 1;
-const WAKING: usize = 2;
-
-/// One waker slot shared by the polling task and the firing thread (the classic register/wake
-/// handshake: a register that races a wake wakes the new waker itself, so no wake is lost and the
-/// latest registered waker is the one woken).
-pub(super) struct AtomicWaker {
-    state: AtomicUsize,
-    waker: UnsafeCell<Option<Waker>>,
-}
-
-// SAFETY: the waker slot is only touched by the thread that moved `state` from WAITING to
-// REGISTERING (register) or WAKING (take), and those transitions are exclusive.
-unsafe impl Sync for AtomicWaker {}
-
-impl AtomicWaker {
-    fn new() -> Self {
-        Self {
-            state: AtomicUsize::new(WAITING),
-            waker: UnsafeCell::new(None),
-        }
-    }
-
-    /// Stores `waker` (unless the stored one would wake the same task); the next `take` returns it.
-    pub(super) fn register(&self, waker: &Waker) {
-        // Acquire: sees the slot as the last `take` or `register` left it.
-        match self.state.compare_exchange(
-            WAITING,
-            REGISTERING,
-            Ordering::Acquire,
-            Ordering::Acquire,
-        ) {
-            Ok(_) => {
-                self.waker.with_mut(|slot| {
-                    // SAFETY: REGISTERING is held by this thread only (see the Sync impl).
-                    let slot = unsafe { &mut *slot };
-                    if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
-                        *slot = Some(waker.clone());
-                    }
-                });
-                // AcqRel: Release publishes the new waker to `take`; Acquire (on failure) sees
-                // the WAKING bit a concurrent `take` set.
-                if let Err(_waking) = self.state.compare_exchange(
-                    REGISTERING,
-                    WAITING,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                ) {
-                    // A `take` ran while we registered and left the waking to us.
-                    let woken = self.waker.with_mut(|slot| {
-                        // SAFETY: still REGISTERING (with WAKING): the taker did not touch it.
-                        unsafe { (*slot).take() }
-                    });
-                    // AcqRel: ends our exclusive access for the next register or take.
-                    self.state.swap(WAITING, Ordering::AcqRel);
-                    if let Some(w) = woken {
-                        w.wake();
-                    }
-                }
-            }
-            // A `take` is in progress: it may have missed this waker, so wake it now.
-            Err(WAKING) => waker.wake_by_ref(),
-            // Another register at the same time: the same `Sleep` is polled from one place at a
-            // time (`&mut`), so this cannot happen.
-            Err(state) => debug_assert!(false, "concurrent register ({state})"),
-        }
-    }
-
-    /// Stores `waker` when no other thread can reach the cell (just taken from the free list by
-    /// the thread holding the base): a plain write, no handshake.
-    pub(super) fn set_exclusive(&self, waker: &Waker) {
-        // Relaxed: the caller's exclusive access is ordered by the base's hold.
-        debug_assert_eq!(self.state.load(Ordering::Relaxed), WAITING);
-        self.waker.with_mut(|slot| {
-            // SAFETY: the caller is the only thread that can reach this cell (see above), so no
-            // `register` or `take` runs at the same time.
-            let slot = unsafe { &mut *slot };
-            if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
-                *slot = Some(waker.clone());
-            }
-        });
-    }
-
-    /// Takes the waker out when no other thread can reach the cell (the caller holds the base,
-    /// under which all deliveries run, and owns the cell's only sleep).
-    pub(super) fn take_exclusive(&self) -> Option<Waker> {
-        // Relaxed: as in `set_exclusive`.
-        debug_assert_eq!(self.state.load(Ordering::Relaxed), WAITING);
-        self.waker.with_mut(|slot| {
-            // SAFETY: as in `set_exclusive`: no `register` or `take` can run at the same time.
-            unsafe { (*slot).take() }
-        })
-    }
-
-    /// Takes the stored waker out, or leaves the wake to a register in progress.
-    pub(super) fn take(&self) -> Option<Waker> {
-        // AcqRel: Acquire sees the waker a register stored; Release orders the caller's state
-        // update (FIRED) before a racing register sees WAKING and wakes.
-        match self.state.fetch_or(WAKING, Ordering::AcqRel) {
-            WAITING => {
-                let waker = self.waker.with_mut(|slot| {
-                    // SAFETY: the WAITING -> WAKING transition is exclusive.
-                    unsafe { (*slot).take() }
-                });
-                // Release: the emptied slot is visible to the next register.
-                self.state.fetch_and(!WAKING, Ordering::Release);
-                waker
-            }
-            _ => None,
-        }
-    }
-
-    /// Wakes the stored waker, if any.
-    pub(super) fn wake(&self) {
-        if let Some(w) = self.take() {
-            w.wake();
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -315,14 +193,5 @@ mod tests {
         cells.get(5).state.store(5, Ordering::Relaxed);
         assert_eq!(cells.get(5).state.load(Ordering::Relaxed), 5);
         assert_eq!(cells.get(CHUNK as u32 + 3).state.load(Ordering::Relaxed), 0);
-    }
-
-    #[test]
-    fn waker_register_then_take() {
-        let w = AtomicWaker::new();
-        assert!(w.take().is_none());
-        w.register(std::task::Waker::noop());
-        assert!(w.take().is_some());
-        assert!(w.take().is_none());
     }
 }
