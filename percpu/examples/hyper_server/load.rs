@@ -159,14 +159,26 @@ async fn idle_phase(addr: SocketAddr, conns: usize, o: &Options, r: &mut Report)
     ];
 }
 
-/// Runs the phases against `addr` on a current-thread runtime on this thread.
-pub(crate) fn run(addr: SocketAddr, o: &Options) -> Report {
+/// Runs `phases` on a fresh current-thread runtime (with a `LocalSet`) on this thread.
+fn on_client_runtime<F: std::future::Future<Output = Report>>(phases: F) -> Report {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("client runtime");
-    let local = tokio::task::LocalSet::new();
-    local.block_on(&rt, async {
+    tokio::task::LocalSet::new().block_on(&rt, phases)
+}
+
+/// The idle phase's one-line summary.
+fn idle_line(r: &Report) -> String {
+    format!(
+        "{} idle connections: closed late by p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; {} early, {} errors",
+        r.idle_conns, r.late_ms[0], r.late_ms[1], r.late_ms[2], r.early, r.errors
+    )
+}
+
+/// Runs the phases against `addr` on a current-thread runtime on this thread.
+pub(crate) fn run(addr: SocketAddr, o: &Options) -> Report {
+    on_client_runtime(async {
         let mut r = Report::default();
         for conns in [100, 1000] {
             let (b, e) = busy(addr, conns, o.secs).await;
@@ -180,28 +192,17 @@ pub(crate) fn run(addr: SocketAddr, o: &Options) -> Report {
             tokio::time::sleep(o.idle + Duration::from_millis(500)).await;
         }
         idle_phase(addr, o.idle_conns, o, &mut r).await;
-        eprintln!(
-            "  {} idle connections: closed late by p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; {} early, {} errors",
-            r.idle_conns, r.late_ms[0], r.late_ms[1], r.late_ms[2], r.early, r.errors
-        );
+        eprintln!("  {}", idle_line(&r));
         r
     })
 }
 
 /// Only the idle phase, against a server already running.
 pub(crate) fn idle_only(addr: SocketAddr, o: &Options) -> Report {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("client runtime");
-    let local = tokio::task::LocalSet::new();
-    local.block_on(&rt, async {
+    on_client_runtime(async {
         let mut r = Report::default();
         idle_phase(addr, o.idle_conns, o, &mut r).await;
-        println!(
-            "{} idle connections: closed late by p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; {} early, {} errors",
-            r.idle_conns, r.late_ms[0], r.late_ms[1], r.late_ms[2], r.early, r.errors
-        );
+        println!("{}", idle_line(&r));
         r
     })
 }
