@@ -152,3 +152,68 @@ fn owner_cancel_races_remote_rearm() {
         assert_quiet_and_balanced(&mut base);
     });
 }
+
+#[test]
+fn earlier_remote_rearm_races_the_owners_later_rearm_and_refile() {
+    // The owner keeps working after it shared the handle: it pushes its own timer later (a plain
+    // store of the deadline) and its turn re-files the old entry at that later deadline, while a
+    // remote thread pulls the timer in. Whatever order the two re-arms land in, the owner's entry
+    // must never be later than the slot's deadline: a last re-arm, ordered after both, to a
+    // deadline between the two must fire on time.
+    check("earlier_rearm_vs_owner_later_rearm", || {
+        let (mut base, remote, clock) = one_base::<u32>(2, 2);
+        let t0 = base.now();
+        let ms = Duration::from_millis;
+        let h = base.schedule_at(t0 + ms(1), 4).unwrap();
+        let r = remote.clone();
+        let rearmer = spawn(move || r.reset_at(h, t0 + ms(5)));
+        assert!(
+            base.reset_at(h, t0 + ms(10)),
+            "pending: the owner's re-arm succeeds"
+        );
+        clock.advance(ms(1));
+        assert_eq!(base.turn(|_| panic!("fired before either new deadline")), 0);
+        assert!(
+            rearmer.join().unwrap(),
+            "pending: the remote re-arm succeeds"
+        );
+        // Ordered after both: the timer's deadline is now 7 ms.
+        assert!(remote.reset_at(h, t0 + ms(7)));
+        clock.advance(ms(5));
+        assert_eq!(base.turn(|_| panic!("fired before 7 ms")), 0);
+        clock.advance(ms(1));
+        assert_eq!(
+            base.turn(|v| assert_eq!(v, 4)),
+            1,
+            "not fired at its deadline of 7 ms"
+        );
+        assert_quiet_and_balanced(&mut base);
+    });
+}
+
+#[test]
+fn earlier_remote_rearm_races_the_owners_rearm_of_an_unfiled_remote_schedule() {
+    // A remote schedule the owner has not filed yet is pushed later by the owner (a plain store),
+    // then filed by the owner's turn from the notice, while another thread pulls it in.
+    check("earlier_rearm_vs_owner_rearm_unfiled", || {
+        let (mut base, remote, clock) = one_base::<u32>(2, 2);
+        let t0 = base.now();
+        let ms = Duration::from_millis;
+        let h = remote.schedule_at(0, t0 + ms(1), 6).unwrap();
+        let r = remote.clone();
+        let rearmer = spawn(move || r.reset_at(h, t0 + ms(5)));
+        assert!(base.reset_at(h, t0 + ms(10)));
+        assert_eq!(base.turn(|_| panic!("fired before either new deadline")), 0);
+        assert!(rearmer.join().unwrap());
+        assert!(remote.reset_at(h, t0 + ms(7)));
+        clock.advance(ms(6));
+        assert_eq!(base.turn(|_| panic!("fired before 7 ms")), 0);
+        clock.advance(ms(1));
+        assert_eq!(
+            base.turn(|v| assert_eq!(v, 6)),
+            1,
+            "not fired at its deadline of 7 ms"
+        );
+        assert_quiet_and_balanced(&mut base);
+    });
+}

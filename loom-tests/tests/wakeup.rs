@@ -105,3 +105,56 @@ fn no_kick_is_left_over_after_several_parks() {
         );
     });
 }
+
+/// An outer epoll set holding the base's fd, as a server loop has it (level-triggered).
+fn outer_epoll(fd: std::os::fd::RawFd) -> std::os::fd::OwnedFd {
+    use std::os::fd::FromRawFd;
+    // SAFETY: plain syscalls on fds we own; the new fd is checked before it is wrapped.
+    unsafe {
+        let ep = libc::epoll_create1(libc::EPOLL_CLOEXEC);
+        assert!(ep >= 0, "epoll_create1");
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: 1,
+        };
+        assert_eq!(libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev), 0);
+        std::os::fd::OwnedFd::from_raw_fd(ep)
+    }
+}
+
+#[test]
+fn remote_wake_under_an_outer_epoll_loop() {
+    // `Remote::wake` carries no notice: the owner only has to turn once more. A remote thread
+    // raises a flag and wakes the base twice while the owner loops "turn, check the flag, sleep on
+    // the outer epoll fd". A lost wake-up spins forever; after the loop the kicks are all read
+    // back, so the outer set does not stay readable with nothing to do.
+    check("wake_under_outer_epoll", || {
+        use std::os::fd::AsRawFd;
+        let (mut base, remote, _clock) = one_base::<u32>(2, 1);
+        let outer = outer_epoll(base.fd());
+        let flag = Arc::new(AtomicUsize::new(0));
+        let f = flag.clone();
+        let waker = spawn(move || {
+            for _ in 0..2 {
+                // Release: seen by the owner's Acquire load after the wake-up it causes.
+                f.fetch_add(1, Ordering::Release);
+                remote.wake(0);
+            }
+        });
+        loop {
+            base.turn(|_| panic!("nothing scheduled"));
+            // Acquire: pairs with the waker's Release.
+            if flag.load(Ordering::Acquire) == 2 {
+                break;
+            }
+            sleep_on(outer.as_raw_fd());
+        }
+        waker.join().unwrap();
+        base.turn(|_| panic!("nothing scheduled"));
+        base.turn(|_| panic!("nothing scheduled"));
+        assert!(
+            !tickwheel_loom_tests::readable(outer.as_raw_fd()),
+            "outer epoll readable with nothing to do"
+        );
+    });
+}

@@ -15,7 +15,9 @@
 //!
 //! Local operations touch the slot word with plain loads and stores, except cancel and fire,
 //! which CAS it: another thread may be cancelling or re-arming the same timer, and the CAS is
-//! what decides. A turn takes the notice stack (one load when it is empty), fires what is due,
+//! what decides; and the re-file of a timer pushed later, which CASes the word onto itself so
+//! that a remote re-arm sees the deadline the entry is filed at ("Filing" in
+//! `protocol::slots`). A turn takes the notice stack (one load when it is empty), fires what is due,
 //! and refills the reserve.
 //!
 //! # Given up
@@ -435,7 +437,14 @@ impl<T: Send + 'static> Base<T> {
         let local = self.local[slot as usize];
         match word::state(w) {
             word::PENDING => {
-                let tick = self.shared().slots.deadline(slot);
+                let deadline = self.shared().slots.deadline(slot);
+                // A re-arm in flight may store an earlier deadline without a notice (see "Filing"
+                // in `protocol::slots`): file no later than the next tick and look again then.
+                let tick = if w & word::RESETTING == 0 {
+                    deadline
+                } else {
+                    deadline.min(ns_to_tick_floor(self.now_ns, self.tick_ns()).saturating_add(1))
+                };
                 if let Some(value) = value {
                     // A remote schedule: file it.
                     self.counters.scheduled += 1;

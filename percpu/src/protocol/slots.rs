@@ -41,8 +41,9 @@
 //! - The deadline of a `PENDING` slot is its truth; the owner's wheel entry may be earlier (the
 //!   owner re-files it when it comes due), never later, except while the slot is `QUEUED` (a
 //!   remote re-arm to an earlier deadline queues a notice so the owner moves the entry) and by
-//!   one tick after a re-file during `RESETTING` (the re-arm then stores a deadline that is already
-//!   due). Never earlier than the deadline, in any case.
+//!   one tick after a re-file, or a filing from a notice, during `RESETTING` (the re-arm then
+//!   stores a deadline that is already due). "Filing" below says how the owner keeps this while
+//!   its own re-arms are plain stores. Never earlier than the deadline, in any case.
 //! - A remote re-arm holds `RESETTING` only between two of its own CASes, and no thread waits
 //!   for it: a second re-arm returns at once (ordered before the one in flight), a cancel
 //!   proceeds, and the owner re-files a due timer it finds `RESETTING` one tick later. So a
@@ -58,6 +59,22 @@
 //! the deadline of a later re-arm, which sends nothing: its final CAS is Release and the owner's
 //! load before firing is Acquire, so an owner that sees the bumped `seq` sees the deadline too,
 //! and an owner that saw the old `seq` fails its CAS to `FREE`.
+//!
+//! # Filing
+//! A remote re-arm to `t` queues a notice only if `t` is earlier than the deadline it reads under
+//! `RESETTING`, taking that deadline for an upper bound of the owner's wheel entry. The owner's
+//! own re-arm is a plain store (the keepalive refresh touches no other word), so that bound holds
+//! only if the owner never files an entry at a deadline the re-arm cannot see. The rule, kept by
+//! every place that files an entry at a deadline read from the record (`take_due` re-filing a
+//! timer pushed later, the owner filing from a notice):
+//! - the read follows a Release RMW on the word (`take_due`'s CAS of the word onto itself,
+//!   `take_notice`'s fetch_and), so a re-arm that sets `RESETTING` after that RMW synchronises with
+//!   it and reads that deadline or a newer one;
+//! - a re-arm that set `RESETTING` before it is seen in the word: `take_due` re-files one tick
+//!   ahead, and the owner files a noticed slot no later than the next tick, to look again then.
+//!
+//! Entries move earlier (a local earlier re-arm, a notice) freely: an earlier entry only costs a
+//! look.
 //!
 //! # Given up
 //! - Generations are 32 bits: a handle kept across 2^32 re-uses of its slot could match again.
@@ -381,7 +398,19 @@ impl<T> SlotTable<T> {
                 PENDING => {
                     let deadline = r.deadline.load(Ordering::Relaxed);
                     if deadline > now_tick {
-                        return Due::Refile(deadline);
+                        // The entry moves later, to the deadline just read (perhaps one the owner
+                        // stored itself, which no RMW has published): see "Filing" in the module
+                        // doc. A CAS that fails means a re-arm got in: look again.
+                        match r
+                            .word
+                            .compare_exchange(w, w, Ordering::Release, Ordering::Acquire)
+                        {
+                            Ok(_) => return Due::Refile(deadline),
+                            Err(now) => {
+                                w = now;
+                                continue;
+                            }
+                        }
                     }
                     let (to, freed) = retired(w);
                     // Acquire on failure: the retry reads the deadline of the newer word.
@@ -433,9 +462,10 @@ impl<T> SlotTable<T> {
         // Acquire: the notice stack's take already made the cell and the deadline stored before
         // the push visible; a re-arm may have moved the deadline since (a queued slot gets no
         // second notice), and its Release CAS is what this RMW, reading the latest word, pairs
-        // with. A re-arm still in flight (`RESETTING` in the word returned) re-queues the slot
-        // itself if its deadline is earlier.
-        let w = r.word.fetch_and(!(QUEUED | CELL), Ordering::Acquire);
+        // with. Release: the owner files the entry at the deadline it reads next, perhaps one it
+        // stored itself; see "Filing" in the module doc. A re-arm still in flight (`RESETTING` in
+        // the word returned) is the caller's to allow for.
+        let w = r.word.fetch_and(!(QUEUED | CELL), Ordering::AcqRel);
         debug_assert!(
             w & QUEUED != 0,
             "slot {slot} on the notice stack but not queued"
