@@ -8,6 +8,9 @@ use tickwheel_loom_tests::{check, one_base};
 
 #[test]
 fn owner_and_remote_cancel_same_handle() {
+    // About 30 executions, and that is all of them: each side makes one CAS on the slot word
+    // (the remote's then pushes a notice), so loom only has to place the remote's CAS and push
+    // before, between and after the owner's load and CAS.
     check("double_cancel_owner_remote", || {
         let (mut base, remote, _clock) = one_base::<u32>(2, 2);
         let h = base.schedule_after(Duration::from_millis(1), 1).unwrap();

@@ -9,6 +9,9 @@ use tickwheel_loom_tests::{assert_quiet_and_balanced, check, check_bounded, one_
 
 #[test]
 fn owner_and_remote_cancel_an_in_flight_schedule() {
+    // Under ten executions covers it: the only shared steps are the remote's one CAS on the word
+    // and the owner's one CAS (the notice was pushed before the spawn), and loom tries both
+    // orders with every placement of the remote's load.
     check("in_flight_cancel_race", || {
         let (mut base, remote, clock) = one_base::<u32>(2, 2);
         let h = remote.schedule_after(0, Duration::ZERO, 4).unwrap();

@@ -11,6 +11,10 @@ use tickwheel_loom_tests::{assert_quiet_and_balanced, check, one_base, sleep_on}
 
 #[test]
 fn later_rearm_races_fire() {
+    // Few executions, all of them: the re-arm's two CASes around its deadline store against the
+    // owner's Acquire load, deadline load and CAS in `take_due`. loom places the re-arm before,
+    // inside (RESETTING seen: re-filed a tick later) and after the owner's look, including between
+    // its load and its CAS, the case the `seq` bump exists for.
     check("rearm_later_vs_fire", || {
         let (mut base, remote, clock) = one_base::<u32>(2, 2);
         let h = base.schedule_after(Duration::from_millis(1), 7).unwrap();
@@ -139,6 +143,8 @@ fn two_later_rearms_race_fire() {
 
 #[test]
 fn owner_cancel_races_remote_rearm() {
+    // A dozen executions are every order of the re-arm's two CASes against the owner's one CAS,
+    // and of the re-arm's notice push against the turn that takes it.
     check("owner_cancel_vs_rearm", || {
         let (mut base, remote, clock) = one_base::<u32>(2, 2);
         let h = base.schedule_after(Duration::from_millis(1), 1).unwrap();
