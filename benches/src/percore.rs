@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use tickwheel_percpu::{Config, Mode};
 
 pub mod keepalive;
+pub mod pingpong;
 
 pub use keepalive::{CoreRun, Design, Load};
 
