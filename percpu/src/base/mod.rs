@@ -30,7 +30,7 @@ use std::cell::Cell;
 use std::fmt;
 use std::io;
 use std::marker::PhantomData;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use tickwheel::{TimerId, Wheel};
@@ -46,6 +46,8 @@ use crate::stats::{BaseStats, Histogram};
 use crate::sync::{Arc, Ordering};
 
 mod driver;
+
+use driver::Driver;
 
 /// A wheel entry: the slot it belongs to and the payload.
 pub(crate) struct Entry<T> {
@@ -94,14 +96,8 @@ pub struct Base<T> {
     said_exhausted: bool,
     /// Largest clock reading seen, ns since the epoch.
     now_ns: u64,
-    epoll: OwnedFd,
-    timerfd: Option<OwnedFd>,
-    /// Tick the timerfd is armed for.
-    armed: Option<u64>,
-    /// This owner's last wake-word action was a successful park.
-    parked: bool,
-    /// Eventfd kicks made but not yet read back.
-    kicks_owed: u64,
+    /// The fds and the wake-up bookkeeping.
+    driver: Driver,
     counters: Counters,
     _not_sync: PhantomData<Cell<()>>,
 }
@@ -113,7 +109,8 @@ impl<T: Send + 'static> Base<T> {
         wheel: Wheel<Entry<T>>,
         reserve_target: usize,
     ) -> io::Result<Self> {
-        let (epoll, timerfd) = driver::fds(&group, index)?;
+        let shared = &group.bases[index];
+        let driver = Driver::new(&group.timeline, shared.eventfd.as_fd())?;
         let mut base = Self {
             group,
             index,
@@ -125,11 +122,7 @@ impl<T: Send + 'static> Base<T> {
             reserve_pushes: 0,
             said_exhausted: false,
             now_ns: 0,
-            epoll,
-            timerfd,
-            armed: None,
-            parked: false,
-            kicks_owed: 0,
+            driver,
             counters: Counters::default(),
             _not_sync: PhantomData,
         };
@@ -157,7 +150,7 @@ impl<T: Send + 'static> Base<T> {
     /// The fd to wait on: readable when a timer is due or a remote notice or wake arrived.
     /// Also available as [`AsFd`] and [`AsRawFd`].
     pub fn fd(&self) -> RawFd {
-        self.epoll.as_raw_fd()
+        self.driver.as_raw_fd()
     }
 
     /// The base's clock as of its last reading.
@@ -586,13 +579,13 @@ impl<T: Send + 'static> Base<T> {
 
 impl<T> AsRawFd for Base<T> {
     fn as_raw_fd(&self) -> RawFd {
-        self.epoll.as_raw_fd()
+        self.driver.as_raw_fd()
     }
 }
 
 impl<T> AsFd for Base<T> {
     fn as_fd(&self) -> BorrowedFd<'_> {
-        self.epoll.as_fd()
+        self.driver.fd()
     }
 }
 
@@ -616,7 +609,7 @@ impl<T> fmt::Debug for Base<T> {
         f.debug_struct("Base")
             .field("index", &self.index)
             .field("pending", &self.wheel.len())
-            .field("armed_tick", &self.armed)
+            .field("armed_tick", &self.driver.armed())
             .finish_non_exhaustive()
     }
 }
