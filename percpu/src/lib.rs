@@ -115,6 +115,11 @@ pub use runtime::Runtime;
 pub use stats::{BaseStats, Lateness};
 pub use tickwheel::Mode;
 
+/// The crate README's example, compiled and run as a doc-test so it cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 use crossbeam_utils::CachePadded;
 use shared::{Group, Shared};
 use sync::Arc;
