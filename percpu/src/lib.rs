@@ -6,8 +6,8 @@
 //! rwlock, no spin lock, and no waiting for another thread on any cross-core path. Each base
 //! exposes one fd that any epoll/mio loop can register ([`Base::fd`]), and one call
 //! ([`Base::turn`]) that does its work. [`Runtime`] runs the default loop on pinned threads for
-//! users who have no loop of their own. [`shm`] puts one timer set in shared memory for several
-//! processes.
+//! users who have no loop of their own. `shm` (feature `shm`) puts one timer set in shared memory
+//! for several processes.
 //!
 //! ```
 //! use std::time::Duration;
@@ -77,7 +77,7 @@
 //! on the base's notice stack. The owner files it at its next turn. No queue can be full: the
 //! stacks are linked through the slots themselves, and a slot is on at most one of them.
 //!
-//! Wake-ups: see [`protocol::wake`] (one word, all RMW; no notice is missed, at most one eventfd
+//! Wake-ups: see `protocol::wake` (one word, all RMW; no notice is missed, at most one eventfd
 //! write happens per park, and only the first notice of a batch touches the word at all).
 //!
 //! # The loom suite
@@ -91,14 +91,27 @@ mod base;
 mod clock;
 mod error;
 mod handle;
-#[doc(hidden)]
+/// The cross-core protocols, public only for the loom models (feature `test-hooks`).
+#[cfg(any(feature = "test-hooks", loom))]
 pub mod protocol;
+#[cfg(not(any(feature = "test-hooks", loom)))]
+#[allow(
+    unreachable_pub,
+    dead_code,
+    reason = "`pub` for the loom models; parts serve only them, `shm` or `tokio`"
+)]
+mod protocol;
 mod remote;
 pub mod runtime;
 mod shared;
+#[cfg(feature = "shm")]
 pub mod shm;
 mod stats;
+// `fence` and `yield_now` serve only the `shm` module.
+#[cfg_attr(not(feature = "shm"), allow(dead_code, unused_imports))]
 mod sync;
+// Some calls (mappings, files, futexes) serve only the `shm` module.
+#[cfg_attr(not(feature = "shm"), allow(dead_code))]
 mod sys;
 #[cfg(all(feature = "tokio", not(loom)))]
 pub mod time;
