@@ -46,7 +46,8 @@ impl Builder {
     }
 
     /// Bounds the wheel to `capacity` pending timers (and reserves room for them); an insert
-    /// beyond it fails with [`Full`](crate::Full). At most `u32::MAX - 1`.
+    /// beyond it fails with [`Full`](crate::Full). 1 to `u32::MAX - 1`: [`build`](Self::build)
+    /// refuses 0, a wheel that would refuse every insert.
     pub fn capacity(mut self, capacity: usize) -> Self {
         self.capacity = Some(capacity);
         self
@@ -73,7 +74,7 @@ impl Builder {
             });
         }
         if let Some(capacity) = self.capacity {
-            if capacity > MAX_CAPACITY {
+            if capacity == 0 || capacity > MAX_CAPACITY {
                 return Err(BuildError::Capacity {
                     capacity,
                     max: MAX_CAPACITY,
@@ -118,11 +119,11 @@ pub enum BuildError {
         /// The most the mode supports.
         max: usize,
     },
-    /// The capacity does not fit the `u32` slab index.
+    /// The capacity is zero or does not fit the `u32` slab index.
     Capacity {
         /// The capacity asked for.
         capacity: usize,
-        /// The largest capacity supported.
+        /// The largest capacity supported (the smallest is 1).
         max: usize,
     },
 }
@@ -146,7 +147,7 @@ impl std::fmt::Display for BuildError {
                 write!(f, "{mode:?} wheel needs 1 to {max} levels, not {levels}")
             }
             BuildError::Capacity { capacity, max } => {
-                write!(f, "capacity {capacity} is above the maximum of {max}")
+                write!(f, "capacity must be 1 to {max}, not {capacity}")
             }
         }
     }
@@ -189,6 +190,21 @@ mod tests {
             .unwrap_err();
         assert!(err.is_capacity());
         assert_eq!(Wheel::<()>::new(Mode::Coarse).levels(), 9);
+    }
+
+    #[test]
+    fn zero_capacity_is_refused() {
+        // A wheel bounded to no timers would refuse every insert: refuse it when it is built.
+        let err = Builder::new(Mode::Coarse)
+            .capacity(0)
+            .build::<()>()
+            .expect_err("capacity 0 must be refused");
+        assert!(err.is_capacity());
+        assert_eq!(
+            err.to_string(),
+            format!("capacity must be 1 to {MAX_CAPACITY}, not 0")
+        );
+        assert!(Builder::new(Mode::Coarse).capacity(1).build::<()>().is_ok());
         assert_eq!(Wheel::<()>::new(Mode::Exact).levels(), 6);
     }
 }

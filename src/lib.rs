@@ -107,6 +107,11 @@ mod wheel;
 pub use builder::{BuildError, Builder};
 pub use wheel::{Drain, Wheel};
 
+/// The crate README's example, compiled and run as a doc-test so it cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.crate.md")]
+struct ReadmeDoctests;
+
 /// How the wheel trades precision for work; see the [crate documentation](crate).
 ///
 /// ```

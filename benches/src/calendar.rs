@@ -169,10 +169,10 @@ impl<V> CalendarQueue<V> {
             return None;
         }
         for _ in 0..self.buckets.len() {
-            if let Some(e) = self.buckets[self.cursor].last() {
-                if e.deadline < self.cursor_end {
-                    return Some(self.cursor);
-                }
+            if let Some(e) = self.buckets[self.cursor].last()
+                && e.deadline < self.cursor_end
+            {
+                return Some(self.cursor);
             }
             self.cursor = (self.cursor + 1) & self.mask();
             self.cursor_end = self.cursor_end.saturating_add(self.width);

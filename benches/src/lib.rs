@@ -26,3 +26,9 @@ pub mod shm;
 pub mod workload;
 
 pub use peers::{Kind, Timers};
+
+/// The workspace README's examples, compiled and run as doc-tests (this crate depends on both
+/// library crates) so they cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct WorkspaceReadmeDoctests;

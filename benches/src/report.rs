@@ -88,7 +88,7 @@ fn series(rows: &[Row], section: &str) -> Vec<String> {
 pub fn size_label(n: u64) -> String {
     let mut p = 0;
     let mut m = n;
-    while m >= 10 && m % 10 == 0 {
+    while m >= 10 && m.is_multiple_of(10) {
         m /= 10;
         p += 1;
     }

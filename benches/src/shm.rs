@@ -398,10 +398,10 @@ pub fn run_once(design: Design, plan: Plan) -> (f64, u64) {
                         let h = ring.pop_front().expect("non-empty");
                         assert!(client.cancel(h), "a live timer could not be cancelled");
                     }
-                    if let Some(a) = adv.as_mut() {
-                        if k % 64 == 0 {
-                            a.turn(|_| unreachable!("nothing is due"));
-                        }
+                    if let Some(a) = adv.as_mut()
+                        && k % 64 == 0
+                    {
+                        a.turn(|_| unreachable!("nothing is due"));
                     }
                 }
                 match adv.as_mut() {

@@ -1,7 +1,7 @@
 //! A job dispatcher and its worker processes sharing one timer set.
 //!
 //! ```text
-//! cargo run --release -p tickwheel-percpu --example dispatcher
+//! cargo run --release -p tickwheel-percpu --features shm --example dispatcher
 //! ```
 //!
 //! The dispatcher creates the set in a memfd and starts three workers (this same program,

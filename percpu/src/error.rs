@@ -1,7 +1,58 @@
-//! Errors that hand the value back.
+//! Errors that hand the value back, and the error that names a refused configuration field.
 
 use std::error::Error;
 use std::fmt;
+use std::io;
+
+/// Why [`bases`](crate::bases), [`base`](crate::base) or [`Runtime::start`](crate::Runtime::start)
+/// refused its configuration: the field and the range it must be in. It arrives as the source of
+/// an `io::Error` of kind `InvalidInput`; find it with `err.get_ref()` and `downcast_ref`.
+///
+/// ```
+/// use tickwheel_percpu::{Config, ConfigError, base};
+///
+/// let err = base::<u32>(Config::default().inbox_capacity(0)).unwrap_err();
+/// let config = err.get_ref().and_then(|e| e.downcast_ref::<ConfigError>()).unwrap();
+/// assert_eq!(config.field(), "inbox_capacity");
+/// assert_eq!(err.to_string(), "inbox_capacity must be in 1..=2^20");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConfigError {
+    field: &'static str,
+    expected: &'static str,
+}
+
+impl ConfigError {
+    pub(crate) fn new(field: &'static str, expected: &'static str) -> Self {
+        ConfigError { field, expected }
+    }
+
+    /// The refused field of [`Config`](crate::Config) (`"tick"`, `"wheel_capacity"`,
+    /// `"inbox_capacity"`), or `"n"` for the number of bases.
+    pub fn field(&self) -> &'static str {
+        self.field
+    }
+
+    /// What the field must be, for instance `"in 1..=2^20"`.
+    pub fn expected(&self) -> &'static str {
+        self.expected
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} must be {}", self.field, self.expected)
+    }
+}
+
+impl Error for ConfigError {}
+
+impl From<ConfigError> for io::Error {
+    fn from(e: ConfigError) -> Self {
+        io::Error::new(io::ErrorKind::InvalidInput, e)
+    }
+}
 
 /// A schedule that did not happen; the payload comes back inside.
 #[derive(Clone, PartialEq, Eq)]

@@ -1,13 +1,13 @@
 //! Per-core timer bases on top of the [`tickwheel`] wheel.
 //!
-//! [`bases`] makes N bases, one per core you intend to run. Each [`Base`] owns a wheel touched
+//! [`bases`] makes N bases, one per core you intend to run ([`base`] makes one, for one loop). Each [`Base`] owns a wheel touched
 //! only by its owning thread; other threads schedule, re-arm and cancel through a [`Remote`],
 //! which uses only atomics and two lock-free stacks per base that can never be full: no mutex, no
 //! rwlock, no spin lock, and no waiting for another thread on any cross-core path. Each base
 //! exposes one fd that any epoll/mio loop can register ([`Base::fd`]), and one call
 //! ([`Base::turn`]) that does its work. [`Runtime`] runs the default loop on pinned threads for
-//! users who have no loop of their own. [`shm`] puts one timer set in shared memory for several
-//! processes.
+//! users who have no loop of their own. `shm` (feature `shm`) puts one timer set in shared memory
+//! for several processes.
 //!
 //! ```
 //! use std::time::Duration;
@@ -77,7 +77,7 @@
 //! on the base's notice stack. The owner files it at its next turn. No queue can be full: the
 //! stacks are linked through the slots themselves, and a slot is on at most one of them.
 //!
-//! Wake-ups: see [`protocol::wake`] (one word, all RMW; no notice is missed, at most one eventfd
+//! Wake-ups: see `protocol::wake` (one word, all RMW; no notice is missed, at most one eventfd
 //! write happens per park, and only the first notice of a batch touches the word at all).
 //!
 //! # The loom suite
@@ -91,14 +91,27 @@ mod base;
 mod clock;
 mod error;
 mod handle;
-#[doc(hidden)]
+/// The cross-core protocols, public only for the loom models (feature `test-hooks`).
+#[cfg(any(feature = "test-hooks", loom))]
 pub mod protocol;
+#[cfg(not(any(feature = "test-hooks", loom)))]
+#[allow(
+    unreachable_pub,
+    dead_code,
+    reason = "`pub` for the loom models; parts serve only them, `shm` or `tokio`"
+)]
+mod protocol;
 mod remote;
 pub mod runtime;
 mod shared;
+#[cfg(feature = "shm")]
 pub mod shm;
 mod stats;
+// `fence` and `yield_now` serve only the `shm` module.
+#[cfg_attr(not(feature = "shm"), allow(dead_code, unused_imports))]
 mod sync;
+// Some calls (mappings, files, futexes) serve only the `shm` module.
+#[cfg_attr(not(feature = "shm"), allow(dead_code))]
 mod sys;
 #[cfg(all(feature = "tokio", not(loom)))]
 pub mod time;
@@ -108,12 +121,17 @@ use std::time::Duration;
 
 pub use base::Base;
 pub use clock::{ClockSource, ManualClock};
-pub use error::ScheduleError;
+pub use error::{ConfigError, ScheduleError};
 pub use handle::Handle;
 pub use remote::Remote;
 pub use runtime::Runtime;
 pub use stats::{BaseStats, Lateness};
 pub use tickwheel::Mode;
+
+/// The crate README's example, compiled and run as a doc-test so it cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 
 use crossbeam_utils::CachePadded;
 use shared::{Group, Shared};
@@ -209,31 +227,46 @@ impl Config {
     }
 }
 
-fn invalid(msg: &'static str) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, msg)
-}
-
 /// Checks a configuration before anything is allocated; returns the slots per base.
-fn validate(n: usize, config: &Config) -> io::Result<usize> {
+fn validate(n: usize, config: &Config) -> Result<usize, ConfigError> {
     if n == 0 || n > usize::from(u16::MAX) {
-        return Err(invalid("number of bases must be in 1..=65535"));
+        return Err(ConfigError::new("n", "in 1..=65535"));
+    }
+    if config.tick.is_zero() {
+        return Err(ConfigError::new("tick", "at least 1 ns"));
     }
     let slots = config.wheel_capacity.unwrap_or(DEFAULT_SLOTS);
     if slots == 0 || slots > MAX_SLOTS {
-        return Err(invalid("wheel_capacity must be in 1..=u32::MAX - 1"));
+        return Err(ConfigError::new("wheel_capacity", "in 1..=u32::MAX - 1"));
     }
     if config.inbox_capacity == 0 || config.inbox_capacity > MAX_INBOX {
-        return Err(invalid("inbox_capacity must be in 1..=2^20"));
+        return Err(ConfigError::new("inbox_capacity", "in 1..=2^20"));
     }
     Ok(slots)
 }
 
+/// Makes one base, for a program with one event loop; its [`Remote`] is [`Base::remote`].
+/// The same as `bases(1, config)` and its only base; the same errors.
+///
+/// ```
+/// use std::time::Duration;
+/// use tickwheel_percpu::{base, Config};
+///
+/// let mut base = base::<&str>(Config::default()).unwrap();
+/// let h = base.schedule_after(Duration::from_secs(30), "idle").unwrap();
+/// assert!(base.remote().cancel(h));
+/// ```
+pub fn base<T: Send + 'static>(config: Config) -> io::Result<Base<T>> {
+    let (mut bases, _remote) = bases(1, config)?;
+    Ok(bases.pop().expect("bases(1, _) makes one base"))
+}
+
 /// Makes `n` bases sharing one clock, and a [`Remote`] reaching all of them.
 ///
-/// Errors (`InvalidInput`, checked before anything is allocated): `n` is 0 or above 65,535; a
-/// capacity is out of its range; the tick is zero; the wheel refuses its geometry (the wheel's
-/// [`tickwheel::BuildError`] is the error's source). Or a timerfd/eventfd/epoll could not be
-/// created.
+/// Errors (`InvalidInput`, checked before anything is allocated): `n` is 0 or above 65,535, a
+/// capacity is out of its range or the tick is zero (a [`ConfigError`] naming the field is the
+/// error's source); the wheel refuses its geometry (the wheel's [`tickwheel::BuildError`] is the
+/// source). Or a timerfd/eventfd/epoll could not be created.
 pub fn bases<T: Send + 'static>(n: usize, config: Config) -> io::Result<(Vec<Base<T>>, Remote<T>)> {
     let slots = validate(n, &config)?;
     let timeline = clock::Timeline::new(&config.clock, config.tick)?;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use tickwheel_percpu::{ClockSource, Config, ManualClock, Mode, Runtime, bases};
+use tickwheel_percpu::{ClockSource, Config, ConfigError, ManualClock, Mode, Runtime, base, bases};
 
 fn manual(clock: &ManualClock) -> Config {
     Config::default()
@@ -206,4 +206,44 @@ fn panicking_handler_is_counted_and_the_base_keeps_running() {
 
 fn first_core() -> usize {
     core_affinity::get_core_ids().expect("core ids")[0].id
+}
+
+#[test]
+fn config_errors_name_the_field() {
+    let field = |err: std::io::Error| {
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
+        let source = err.get_ref().and_then(|e| e.downcast_ref::<ConfigError>());
+        let field = source.expect("the source is a ConfigError").field();
+        assert!(err.to_string().starts_with(field), "{err}");
+        field
+    };
+    let refused = |n, config| field(bases::<u32>(n, config).map(drop).unwrap_err());
+    assert_eq!(refused(0, Config::default()), "n");
+    assert_eq!(refused(1 << 16, Config::default()), "n");
+    let tick = Config::default().tick(Duration::ZERO);
+    assert_eq!(refused(1, tick), "tick");
+    let wheel = Config::default().wheel_capacity(0);
+    assert_eq!(refused(1, wheel), "wheel_capacity");
+    let inbox = Config::default().inbox_capacity(0);
+    assert_eq!(refused(1, inbox.clone()), "inbox_capacity");
+    assert_eq!(field(base::<u32>(inbox).unwrap_err()), "inbox_capacity");
+}
+
+#[test]
+fn one_base_for_one_loop() {
+    let clock = ManualClock::new();
+    let config = Config::default().clock(ClockSource::Manual(clock.clone()));
+    let mut base = base::<&str>(config).unwrap();
+    assert_eq!(base.index(), 0);
+    base.schedule_after(Duration::from_millis(5), "local")
+        .unwrap();
+    let remote = base.remote();
+    remote
+        .schedule_after(0, Duration::from_millis(5), "remote")
+        .unwrap();
+    clock.advance(Duration::from_millis(10));
+    let mut fired = Vec::new();
+    base.turn(|v| fired.push(v));
+    fired.sort_unstable();
+    assert_eq!(fired, ["local", "remote"]);
 }

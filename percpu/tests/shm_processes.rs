@@ -158,10 +158,10 @@ impl Setup {
             assert!(Instant::now() < limit, "children did not finish");
             self.tick(adv, 1);
             for (c, d) in children.iter_mut().zip(&mut done) {
-                if d.is_none() {
-                    if let Some(st) = c.try_wait().unwrap() {
-                        *d = Some(st.success());
-                    }
+                if d.is_none()
+                    && let Some(st) = c.try_wait().unwrap()
+                {
+                    *d = Some(st.success());
                 }
             }
             std::thread::sleep(Duration::from_micros(200));

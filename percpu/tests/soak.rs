@@ -121,14 +121,14 @@ fn worker(
     soak: &Soak,
     start: &Barrier,
 ) -> Base<usize> {
-    if let Some(ids) = core_affinity::get_core_ids() {
-        if ids.len() >= THREADS {
-            assert!(
-                core_affinity::set_for_current(ids[me]),
-                "could not pin to core {}",
-                ids[me].id
-            );
-        }
+    if let Some(ids) = core_affinity::get_core_ids()
+        && ids.len() >= THREADS
+    {
+        assert!(
+            core_affinity::set_for_current(ids[me]),
+            "could not pin to core {}",
+            ids[me].id
+        );
     }
     let ledger = &soak.ledger;
     let other = (me + 1) % THREADS;

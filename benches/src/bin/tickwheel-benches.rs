@@ -877,10 +877,10 @@ fn peer_tables(rows: &[Row]) -> String {
         .iter()
         .filter(|r| r.section == "percore_peers" && r.n == 1)
     {
-        if let Some(pop) = r.series.strip_prefix(&format!("{percpu}, remote 0%, ")) {
-            if !pops.iter().any(|p| p == pop) {
-                pops.push(pop.to_string());
-            }
+        if let Some(pop) = r.series.strip_prefix(&format!("{percpu}, remote 0%, "))
+            && !pops.iter().any(|p| p == pop)
+        {
+            pops.push(pop.to_string());
         }
     }
     let mut threads: Vec<u64> = rows

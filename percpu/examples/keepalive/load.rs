@@ -320,7 +320,7 @@ impl Generator {
             .peek()
             .map_or(hard_end, |Reverse((t, _, _))| *t);
         let wait = next.min(hard_end).saturating_duration_since(now);
-        wait.as_millis().min(1000) as i32 + i32::from(wait.subsec_micros() % 1000 != 0)
+        wait.as_millis().min(1000) as i32 + i32::from(!wait.subsec_micros().is_multiple_of(1000))
     }
 
     fn in_flight(&self) -> u64 {

@@ -78,7 +78,7 @@ const _: () = {
     assert!(W_SET < W_FREE_HEAD && W_BUMP < W_OWNER && W_OWNER < W_WAKE);
     assert!(W_NEXT_WAKE < W_CLOCK && W_CLOCK < W_SCHEDULED && W_FULL < W_FIRED);
     assert!(W_INTERRUPTED < W_REGISTRY);
-    assert!(HEADER_WORDS % LINE == 0 && W_REGISTRY + REGISTRY <= HEADER_WORDS);
+    assert!(HEADER_WORDS.is_multiple_of(LINE) && W_REGISTRY + REGISTRY <= HEADER_WORDS);
 };
 
 /// Words before the first slot.
@@ -136,10 +136,10 @@ pub(crate) fn check_geometry(g: &Geometry) -> Result<(), &'static str> {
     if g.levels == 0 || g.levels > max {
         return Err("levels out of range for the mode (Exact 1..=11, Coarse 1..=20)");
     }
-    if let Some(t) = g.tick {
-        if t.is_zero() || t.as_nanos() > u128::from(u64::MAX) {
-            return Err("tick must be at least 1 ns");
-        }
+    if let Some(t) = g.tick
+        && (t.is_zero() || t.as_nanos() > u128::from(u64::MAX))
+    {
+        return Err("tick must be at least 1 ns");
     }
     Ok(())
 }

@@ -160,17 +160,17 @@ impl Sleep {
         let Some(reg) = self.reg.as_mut() else {
             return;
         };
-        if driver::is_current(&reg.driver) {
-            if let Some(mut held) = reg.driver.hold() {
-                if held.base.reset_at(reg.handle, deadline) {
-                    return;
-                }
-                // Not pending: fired (and, since turns deliver while holding the base,
-                // delivered). A base re-arms any pending timer of its own, filed or not.
-                let seq = arm(reg.driver.cells.get(reg.cell));
-                reg.handle = reg.driver.schedule_held(&mut held, deadline, reg.cell, seq);
+        if driver::is_current(&reg.driver)
+            && let Some(mut held) = reg.driver.hold()
+        {
+            if held.base.reset_at(reg.handle, deadline) {
                 return;
             }
+            // Not pending: fired (and, since turns deliver while holding the base,
+            // delivered). A base re-arms any pending timer of its own, filed or not.
+            let seq = arm(reg.driver.cells.get(reg.cell));
+            reg.handle = reg.driver.schedule_held(&mut held, deadline, reg.cell, seq);
+            return;
         }
         if rearm_remote(&reg.driver, reg.handle, deadline) {
             return;
