@@ -126,7 +126,9 @@ impl<T: Send + 'static> Base<T> {
             epoll,
             timerfd,
             armed: None,
-            parked: false,
+            // The wake word starts parked (see `protocol::wake`): an owner may wait on the fd
+            // before its first turn, so remote producers kick from the start.
+            parked: true,
             kicks_owed: 0,
             counters: Counters::default(),
             _not_sync: PhantomData,
