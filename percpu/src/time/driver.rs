@@ -17,6 +17,7 @@
 
 use std::cell::RefCell;
 use std::fmt;
+use std::future::Future;
 use std::io;
 use std::ops::{Deref, DerefMut};
 use std::os::fd::{AsRawFd, RawFd};
@@ -26,7 +27,7 @@ use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
 use super::cell::{self, Cells, MAX_CELLS};
-use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering, UnsafeCell};
+use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Ordering, UnsafeCell};
 use crate::{Base, Handle, Remote};
 
 /// What a base's timer carries: `cell | seq << 32` (see `cell`).
@@ -54,6 +55,11 @@ pub(super) struct Driver {
     /// Cells freed by threads not holding the base: a stack (index + 1, 0 = empty) pushed by
     /// anyone and emptied whole by the holder, so no ABA can arise.
     returned: AtomicU64,
+    /// What can still turn the base: 1 for the `Timers` set while a handle of it lives, plus
+    /// one per turning task ([`drive`]). At 0 the base is closed for good: nothing will ever
+    /// turn it again (a turning task is made only through a `Timers`), so its sleeps would pend
+    /// for ever; they panic instead.
+    keepers: AtomicUsize,
 }
 
 // SAFETY: `owned` (the only field that is not Sync) is reached only through `Held`, which exists
@@ -112,7 +118,44 @@ impl Driver {
             }),
             cells: Cells::new(),
             returned: AtomicU64::new(0),
+            keepers: AtomicUsize::new(1),
         }
+    }
+
+    /// One more thing that can turn the base; the caller holds a keeper already (as with
+    /// `Arc::clone`).
+    fn keep(&self) {
+        // Relaxed: the caller's own keeper keeps the count above 0 meanwhile.
+        self.keepers.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A keeper is gone; the last one closes the base and wakes every sleep registered on it, so
+    /// that its next poll reports the closed base instead of pending for ever.
+    pub(super) fn let_go(&self) {
+        // AcqRel: the last one out sees every other keeper's work; its 0 is what `is_closed`
+        // reads.
+        if self.keepers.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
+        let handed_out = loop {
+            if let Some(held) = self.hold() {
+                break held.next_cell;
+            }
+            // A sleep on another thread is using the base for a moment.
+            std::thread::yield_now();
+        };
+        // Woken without holding the base: a waker that polls inline must not find it taken.
+        // Each wake's RMW on the waker word comes after the 0 above, so a poll that registers
+        // after it sees the base closed, and one that registered before it is woken.
+        for cell in 0..handed_out {
+            self.cells.get(cell).waker.wake();
+        }
+    }
+
+    /// True once nothing can turn the base any more (see `keepers`).
+    pub(super) fn is_closed(&self) -> bool {
+        // Acquire: pairs with the last `let_go`.
+        self.keepers.load(Ordering::Acquire) == 0
     }
 
     /// The base, if no other thread holds it now. Never waits.
@@ -261,7 +304,8 @@ impl Driver {
     }
 }
 
-/// The base's epoll fd, for `AsyncFd`; holding the driver keeps the base (and so the fd) alive.
+/// The base's epoll fd, for `AsyncFd`, held by a turning task: holding the driver keeps the base
+/// (and so the fd) alive, and it counts as one of the driver's keepers until dropped.
 struct BaseFd(Arc<Driver>);
 
 impl AsRawFd for BaseFd {
@@ -270,11 +314,23 @@ impl AsRawFd for BaseFd {
     }
 }
 
-/// Turns `driver`'s base whenever its fd is readable, until the runtime drops the task.
-pub(super) async fn drive(driver: Arc<Driver>) -> io::Result<()> {
+impl Drop for BaseFd {
+    fn drop(&mut self) {
+        self.0.let_go();
+    }
+}
+
+/// The task that turns `driver`'s base whenever its fd is readable, until the runtime drops it.
+/// It is a keeper of the base from now on, polled or not.
+pub(super) fn drive(driver: Arc<Driver>) -> impl Future<Output = io::Result<()>> + Send + 'static {
+    driver.keep();
+    turn_when_readable(BaseFd(driver))
+}
+
+async fn turn_when_readable(fd: BaseFd) -> io::Result<()> {
     // SAFETY: the fd is the base's epoll fd, owned by the base inside `driver`, which `BaseFd`
     // keeps alive for as long as the `AsyncFd` lives; `as_raw_fd` always returns that same fd.
-    let fd = unsafe { AsyncFd::register_with_interest(BaseFd(driver), Interest::READABLE) }
+    let fd = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }
         .map_err(|e| e.into_parts().1)?;
     let driver = &fd.get_ref().0;
     loop {

@@ -160,6 +160,12 @@ impl Sleep {
         let Some(reg) = self.reg.as_mut() else {
             return;
         };
+        if reg.driver.is_closed() {
+            // Nothing will turn that base again: let go of its cell; the next poll files the
+            // sleep on the polling thread's base (or reports the closed one).
+            self.unregister();
+            return;
+        }
         if driver::is_current(&reg.driver) {
             if let Some(mut held) = reg.driver.hold() {
                 if held.base.reset_at(reg.handle, deadline) {
@@ -204,6 +210,9 @@ impl Sleep {
                  or Timers::on_thread_start"
             )
         });
+        if driver.is_closed() {
+            gone(driver.index);
+        }
         let Some(mut held) = driver.hold() else {
             // A turn of this base runs on another worker for a moment.
             cx.waker().wake_by_ref();
@@ -232,6 +241,16 @@ impl Sleep {
         });
         Poll::Pending
     }
+}
+
+/// A sleep on a base that nothing will turn again would pend for ever: panic, as tokio's sleeps
+/// do on a runtime that was shut down.
+#[cold]
+fn gone(index: usize) -> ! {
+    panic!(
+        "the tickwheel time driver of base {index} is gone (every Timers handle of its set and \
+         every task turning it were dropped): this sleep can never complete"
+    )
 }
 
 /// Counts a new arming of `cell` and returns its seq.
@@ -328,6 +347,10 @@ impl Future for Sleep {
         // Checked again: a delivery between the load and the register took no waker.
         if cell::fired(cell.state.load(Ordering::Acquire)) {
             return Poll::Ready(());
+        }
+        // After the register: a close after it wakes this waker, one before it is seen here.
+        if reg.driver.is_closed() {
+            gone(reg.driver.index);
         }
         Poll::Pending
     }
