@@ -26,8 +26,8 @@ use std::time::Instant;
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
-use super::cell::{self, Cells, MAX_CELLS};
-use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Ordering, UnsafeCell};
+use crate::protocol::cell::{self, Cells, MAX_CELLS, Returned};
+use crate::sync::{Arc, AtomicBool, AtomicUsize, Ordering, UnsafeCell};
 use crate::{Base, Handle, Remote};
 
 /// What a base's timer carries: `cell | seq << 32` (see `cell`).
@@ -52,9 +52,8 @@ pub(super) struct Driver {
     busy: AtomicBool,
     owned: UnsafeCell<Owned>,
     pub(super) cells: Cells,
-    /// Cells freed by threads not holding the base: a stack (index + 1, 0 = empty) pushed by
-    /// anyone and emptied whole by the holder, so no ABA can arise.
-    returned: AtomicU64,
+    /// Cells freed by threads not holding the base, emptied by the holder.
+    returned: Returned,
     /// What can still turn the base: 1 for the `Timers` set while a handle of it lives, plus
     /// one per turning task ([`drive`]). At 0 the base is closed for good: nothing will ever
     /// turn it again (a turning task is made only through a `Timers`), so its sleeps would pend
@@ -116,8 +115,8 @@ impl Driver {
                 next_cell: 0,
                 fired: Vec::new(),
             }),
-            cells: Cells::new(),
-            returned: AtomicU64::new(0),
+            cells: Cells::new(MAX_CELLS),
+            returned: Returned::new(),
             keepers: AtomicUsize::new(1),
         }
     }
@@ -148,7 +147,7 @@ impl Driver {
         // Each wake's RMW on the waker word comes after the 0 above, so a poll that registers
         // after it sees the base closed, and one that registered before it is woken.
         for cell in 0..handed_out {
-            self.cells.get(cell).waker.wake();
+            self.cells.get(cell).wake();
         }
     }
 
@@ -177,13 +176,13 @@ impl Driver {
         if let Some(cell) = held.free.pop() {
             return cell;
         }
-        self.take_returned(held);
+        self.returned.take_all(&self.cells, &mut held.free);
         if let Some(cell) = held.free.pop() {
             return cell;
         }
         let cell = held.next_cell;
         assert!(
-            (cell as usize) < MAX_CELLS,
+            (cell as usize) < self.cells.capacity(),
             "tickwheel base {}: {MAX_CELLS} sleeps registered at once",
             self.index
         );
@@ -194,10 +193,12 @@ impl Driver {
 
     /// Frees a cell nobody holds any more (its waker slot is emptied first).
     pub(super) fn free_cell(&self, cell: u32, held: Option<&mut Held<'_>>) {
-        drop(self.cells.get(cell).waker.take());
         match held {
-            Some(held) => held.free.push(cell),
-            None => self.push_returned(cell),
+            Some(held) => {
+                self.cells.get(cell).clear();
+                held.free.push(cell);
+            }
+            None => self.returned.push(&self.cells, cell),
         }
     }
 
@@ -206,41 +207,9 @@ impl Driver {
         held.free.push(cell);
     }
 
-    fn push_returned(&self, cell: u32) {
-        // A free cell's state word is its link (see `cell::Cell`).
-        let link = &self.cells.get(cell).state;
-        // Relaxed: the CAS below publishes.
-        let mut head = self.returned.load(Ordering::Relaxed);
-        loop {
-            // Relaxed: published by the Release CAS.
-            link.store(head, Ordering::Relaxed);
-            // Release: the link and the cell's emptied state reach the holder's Acquire swap.
-            match self.returned.compare_exchange_weak(
-                head,
-                u64::from(cell) + 1,
-                Ordering::Release,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return,
-                Err(now) => head = now,
-            }
-        }
-    }
-
-    fn take_returned(&self, held: &mut Held<'_>) {
-        // Acquire: pairs with the Release CAS of each push.
-        let mut head = self.returned.swap(0, Ordering::Acquire);
-        while head != 0 {
-            let cell = (head - 1) as u32;
-            held.free.push(cell);
-            // Relaxed: written before the push that published this cell.
-            head = self.cells.get(cell).state.load(Ordering::Relaxed);
-        }
-    }
-
     /// Cells held by sleeps or armings (handed out and not freed).
     pub(super) fn cells_in_use(&self, held: &mut Held<'_>) -> usize {
-        self.take_returned(held);
+        self.returned.take_all(&self.cells, &mut held.free);
         held.next_cell as usize - held.free.len()
     }
 
@@ -258,33 +227,10 @@ impl Driver {
         true
     }
 
-    /// A payload came out of the base: count the arming down; if it is the cell's current one,
-    /// mark it fired and wake its task.
+    /// A payload came out of the base: hand it to its cell (see `Cell::deliver`).
     fn deliver(&self, p: Payload, held: &mut Held<'_>) {
         let (index, seq) = cell::split(p);
-        let cell = self.cells.get(index);
-        let update = |s: u64| {
-            let s = s - cell::ARMING_ONE;
-            if cell::seq_of(s) == seq {
-                s | cell::FIRED
-            } else {
-                s
-            }
-        };
-        // AcqRel: Release makes FIRED visible to the poll the wake causes; Acquire sees the
-        // sleep side's last update (dropped or re-armed).
-        let prev = cell
-            .state
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| Some(update(s)))
-            .unwrap_or_else(|s| s);
-        debug_assert!(
-            cell::armings_of(prev) > 0,
-            "delivery with no arming: {prev:#x}"
-        );
-        if cell::seq_of(prev) == seq {
-            cell.waker.wake();
-        }
-        if cell::unheld(update(prev)) {
+        if self.cells.get(index).deliver(seq) {
             self.free_cell(index, Some(held));
         }
     }

@@ -29,7 +29,8 @@
 //! cell index, the arming number `seq`, and the base's [`crate::Handle`]. The base's payload is
 //! a `u64` naming `(cell, seq)`; the cell (an atomic state word and a waker slot, in a chunked
 //! per-base table that never shrinks or moves) is what the sleeping task and the firing thread
-//! share. No allocation happens per sleep once the table has grown to the population, and a
+//! share (its protocol, free of tokio so the model checker runs it, is
+//! `protocol::cell`). No allocation happens per sleep once the table has grown to the population, and a
 //! dropped sleep's cell is reused by the next one: creating and dropping timers does not grow
 //! memory. A `Sleep` that is never polled costs nothing, and [`timeout`] files its sleep only if
 //! the inner future is not ready at once.
@@ -86,7 +87,6 @@
 //!   refuses it (its reserve of free slots is empty, or the base is gone) the sleep lets go of
 //!   its cell and files itself afresh on the polling thread's base at the next poll.
 
-mod cell;
 mod driver;
 mod hyper;
 mod interval;
