@@ -12,7 +12,7 @@
 //! times on real threads. Each model counts its executions and asserts there was more than one, so
 //! a model that accidentally explores a single interleaving fails instead of passing vacuously.
 //!
-//! Models run the crate's real code: `Base`, `Remote`, the slot table, the reserve and notice
+//! Models run the crate's real code: `Base`, `Remote`, the async cells, the slot table, the reserve and notice
 //! stacks, the wake word and the real eventfd. The one thing a model must not do is block in the kernel (loom runs
 //! all threads on one OS thread), so an owner "sleeps" by spinning with `yield_now` until its fd
 //! polls readable: if a wake-up were lost it would spin forever and loom would report it.
@@ -99,6 +99,29 @@ where
     eprintln!("{name}: {runs} executions");
     assert!(runs > 1, "{name}: explored only {runs} execution(s)");
     runs
+}
+
+/// A waker that counts its wakes in a loom atomic (Release, so the woken side's Acquire load of
+/// the count sees what the waker saw).
+struct Counting(sync::Arc<sync::AtomicUsize>);
+
+impl std::task::Wake for Counting {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &std::sync::Arc<Self>) {
+        // Release: see the type's docs.
+        self.0.fetch_add(1, sync::Ordering::Release);
+    }
+}
+
+/// A waker and the count of its wakes.
+pub fn counting() -> (std::task::Waker, sync::Arc<sync::AtomicUsize>) {
+    let n = sync::Arc::new(sync::AtomicUsize::new(0));
+    (
+        std::task::Waker::from(std::sync::Arc::new(Counting(n.clone()))),
+        n,
+    )
 }
 
 /// True if `fd` polls readable right now (never blocks).

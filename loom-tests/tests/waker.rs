@@ -4,30 +4,9 @@
 //! task either sees the flag after registering or its latest waker is woken: no wake-up is lost,
 //! and the stale first waker is never the only one woken.
 
-use std::sync::Arc as StdArc;
-use std::task::{Wake, Waker};
-
-use tickwheel_loom_tests::check;
-use tickwheel_loom_tests::sync::{Arc, AtomicBool, AtomicUsize, Ordering, spawn};
+use tickwheel_loom_tests::sync::{Arc, AtomicBool, Ordering, spawn};
+use tickwheel_loom_tests::{check, counting};
 use tickwheel_percpu::protocol::waker::AtomicWaker;
-
-/// A waker that counts its wakes in a loom atomic.
-struct Counting(Arc<AtomicUsize>);
-
-impl Wake for Counting {
-    fn wake(self: StdArc<Self>) {
-        self.wake_by_ref();
-    }
-    fn wake_by_ref(self: &StdArc<Self>) {
-        // Release: the woken task's Acquire load sees what the waker saw.
-        self.0.fetch_add(1, Ordering::Release);
-    }
-}
-
-fn counting() -> (Waker, Arc<AtomicUsize>) {
-    let n = Arc::new(AtomicUsize::new(0));
-    (Waker::from(StdArc::new(Counting(n.clone()))), n)
-}
 
 #[test]
 fn register_races_take() {

@@ -72,7 +72,7 @@ impl<T> Shared<T> {
             eventfd: sys::eventfd()?,
             reserve: CachePadded::new(Reserve::new()),
             notices: CachePadded::new(Notices::new()),
-            wake: CachePadded::new(Wake::new()),
+            wake: CachePadded::new(Wake::parked()),
             refusals: CachePadded::default(),
         })
     }

@@ -2,6 +2,8 @@
 //! tasks migrating on a multi-thread runtime. Never early, never lost, nothing left behind.
 #![cfg(feature = "tokio")]
 
+mod common;
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -169,12 +171,7 @@ fn reset_away_then_at_home() {
 #[test]
 fn tasks_migrating_on_a_multi_thread_runtime() {
     let timers = Timers::new(2, Config::default()).unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .on_thread_start(timers.on_thread_start())
-        .enable_io()
-        .build()
-        .unwrap();
+    let rt = common::multi_thread(&timers, 2);
     let early = Arc::new(AtomicUsize::new(0));
     rt.block_on(async {
         timers.spawn_drivers().unwrap();
@@ -210,4 +207,82 @@ fn tasks_migrating_on_a_multi_thread_runtime() {
         // their notices (none comes after the runtime is gone), but no cell is held.
         assert_eq!(timers.occupancy(i).unwrap().1, 0, "base {i}");
     }
+}
+
+/// Waits (up to 5 s) until `done` holds, polling every few milliseconds; true if it did.
+fn eventually(mut done: impl FnMut() -> bool) -> bool {
+    let give_up = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < give_up {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    done()
+}
+
+/// Old deadline of the sleeps reset from elsewhere below: a reset that is not seen completes at
+/// it, far beyond the generous bound the tests allow.
+const OLD: Duration = Duration::from_secs(4);
+/// How long a sleep reset to 20 ms may take here: a loaded machine, but well under `OLD`.
+const BOUND: Duration = Duration::from_millis(2000);
+
+/// Resets `s` (filed on a base that has not turned yet) to 20 ms from now from this thread and
+/// waits for it here.
+fn reset_to_20ms_and_wait(s: &mut time::Sleep) {
+    let start = Instant::now();
+    let deadline = start + Duration::from_millis(20);
+    s.reset(deadline);
+    wait_here(s);
+    assert!(Instant::now() >= deadline, "early after a remote reset");
+    let took = start.elapsed();
+    assert!(took < BOUND, "the remote reset was not seen: took {took:?}");
+}
+
+#[test]
+fn remote_reset_and_drop_on_a_base_that_never_turned() {
+    let timers = Timers::new(1, Config::default()).unwrap();
+    let base = BaseThread::start(&timers);
+    let mut s = base.filed(Instant::now() + OLD);
+    reset_to_20ms_and_wait(&mut s);
+    drop(s);
+    base.stop();
+
+    // A fresh base again: a sleep dropped here is cancelled on the base at once, not when some
+    // other timer of it fires.
+    let timers = Timers::new(1, Config::default()).unwrap();
+    let base = BaseThread::start(&timers);
+    drop(base.filed(Instant::now() + Duration::from_secs(3600)));
+    assert!(
+        eventually(|| timers.occupancy(0) == Some((0, 0))),
+        "a sleep dropped on another thread is still on its base: {:?}",
+        timers.occupancy(0)
+    );
+    base.stop();
+}
+
+#[test]
+fn remote_reset_and_drop_on_a_fresh_multi_thread_runtime() {
+    let timers = Timers::new(2, Config::default()).unwrap();
+    let rt = common::multi_thread(&timers, 2);
+    let (mut s, idle) = rt.block_on(async {
+        timers.spawn_drivers().unwrap();
+        tokio::spawn(async {
+            let mut s = time::sleep(OLD);
+            let mut idle = time::sleep(Duration::from_secs(3600));
+            assert!(noop_poll(&mut s).is_pending() && noop_poll(&mut idle).is_pending());
+            (s, idle)
+        })
+        .await
+        .unwrap()
+    });
+    // The runtime's workers keep running its drivers; this thread is none of them.
+    reset_to_20ms_and_wait(&mut s);
+    drop((s, idle));
+    assert!(
+        eventually(|| (0..2).all(|i| timers.occupancy(i) == Some((0, 0)))),
+        "sleeps dropped on another thread are still on their base: {:?}",
+        (0..2).map(|i| timers.occupancy(i)).collect::<Vec<_>>()
+    );
+    drop(rt);
 }

@@ -2,6 +2,8 @@
 //! the bases are left empty.
 #![cfg(feature = "tokio")]
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -53,12 +55,7 @@ fn current_thread_runtime_dropped_with_sleeps_pending() {
 fn multi_thread_runtime_dropped_with_sleeps_pending() {
     let timers = Timers::new(2, Config::default()).unwrap();
     let dropped = Arc::new(AtomicUsize::new(0));
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .on_thread_start(timers.on_thread_start())
-        .enable_io()
-        .build()
-        .unwrap();
+    let rt = common::multi_thread(&timers, 2);
     rt.block_on(async {
         timers.spawn_drivers().unwrap();
         let mut started = Vec::new();

@@ -66,7 +66,10 @@ impl Driver {
             epoll,
             timerfd,
             armed: None,
-            parked: false,
+            // The wake word starts parked (see `protocol::wake`): an owner may wait on the fd
+            // before its first turn, so remote producers kick from the start, and that kick is
+            // owed.
+            parked: true,
             kicks_owed: 0,
         })
     }
@@ -237,7 +240,7 @@ mod tests {
         let timeline = Timeline::new(&ClockSource::Monotonic, Duration::from_millis(1)).unwrap();
         let eventfd = sys::eventfd().unwrap();
         let driver = Driver::new(&timeline, eventfd.as_fd()).unwrap();
-        (driver, Wake::new(), eventfd, timeline)
+        (driver, Wake::parked(), eventfd, timeline)
     }
 
     /// A producer's side: notify, and kick if told to.

@@ -8,10 +8,13 @@
 //!   notice pushed while the owner is about to sleep wakes it, with no syscall while it is busy.
 //! - [`waker`]: the async layer's register / wake handshake between a polling task and the thread
 //!   that fires its timer.
+//! - [`cell`]: the async layer's per-sleep cells: deliver vs let go vs re-arm, each cell freed
+//!   once by whichever side lets go last, and the stack of cells freed off the base's thread.
 //!
 //! The ground rules are in the crate documentation. This module is public only for the model
 //! checker and the benches; it is not part of the stable API.
 
+pub mod cell;
 pub mod slots;
 pub mod stack;
 pub mod wake;

@@ -12,6 +12,9 @@
 //!   before the close in the word's order pushed before the owner's drain, which sees it; one
 //!   whose notify comes after reads `CLOSED`.
 //! - Owner, at the start of a turn: `swap(EMPTY)`, then take the notices.
+//! - A base's word starts at `PARKED` ([`Wake::parked`]): its owner may block on the fd before
+//!   its first turn (an outer loop that waits for readiness first), so the first message must
+//!   kick. The owner's own record starts as "parked" too, so that kick is counted as owed.
 //! - Owner, before blocking: `CAS(EMPTY → PARKED)`. If it fails, a producer announced a message
 //!   after the drain: do not block.
 //!
@@ -78,6 +81,14 @@ impl Wake {
     pub fn new() -> Self {
         Self {
             state: AtomicUsize::new(EMPTY),
+        }
+    }
+
+    /// Owner parked, nothing announced: the first producer kicks. A new base's word, since its
+    /// owner may wait on the fd before it ever turned.
+    pub fn parked() -> Self {
+        Self {
+            state: AtomicUsize::new(PARKED),
         }
     }
 
@@ -167,6 +178,14 @@ mod tests {
         assert_eq!(w.begin(), Found::Notified);
         assert!(w.park());
         assert_eq!(w.begin(), Found::Parked);
+    }
+
+    #[test]
+    fn a_new_base_word_kicks_before_the_first_turn() {
+        let w = Wake::parked();
+        assert_eq!(w.notify(), Notify::Kick);
+        assert_eq!(w.notify(), Notify::Done);
+        assert_eq!(w.begin(), Found::Notified);
     }
 
     #[test]

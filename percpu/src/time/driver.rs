@@ -17,6 +17,7 @@
 
 use std::cell::RefCell;
 use std::fmt;
+use std::future::Future;
 use std::io;
 use std::ops::{Deref, DerefMut};
 use std::os::fd::{AsRawFd, RawFd};
@@ -25,8 +26,8 @@ use std::time::Instant;
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
-use super::cell::{self, Cells, MAX_CELLS};
-use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering, UnsafeCell};
+use crate::protocol::cell::{self, Cells, MAX_CELLS, Returned};
+use crate::sync::{Arc, AtomicBool, AtomicUsize, Ordering, UnsafeCell};
 use crate::{Base, Handle, Remote};
 
 /// What a base's timer carries: `cell | seq << 32` (see `cell`).
@@ -51,9 +52,13 @@ pub(super) struct Driver {
     busy: AtomicBool,
     owned: UnsafeCell<Owned>,
     pub(super) cells: Cells,
-    /// Cells freed by threads not holding the base: a stack (index + 1, 0 = empty) pushed by
-    /// anyone and emptied whole by the holder, so no ABA can arise.
-    returned: AtomicU64,
+    /// Cells freed by threads not holding the base, emptied by the holder.
+    returned: Returned,
+    /// What can still turn the base: 1 for the `Timers` set while a handle of it lives, plus
+    /// one per turning task ([`drive`]). At 0 the base is closed for good: nothing will ever
+    /// turn it again (a turning task is made only through a `Timers`), so its sleeps would pend
+    /// for ever; they panic instead.
+    keepers: AtomicUsize,
 }
 
 // SAFETY: `owned` (the only field that is not Sync) is reached only through `Held`, which exists
@@ -110,9 +115,46 @@ impl Driver {
                 next_cell: 0,
                 fired: Vec::new(),
             }),
-            cells: Cells::new(),
-            returned: AtomicU64::new(0),
+            cells: Cells::new(MAX_CELLS),
+            returned: Returned::new(),
+            keepers: AtomicUsize::new(1),
         }
+    }
+
+    /// One more thing that can turn the base; the caller holds a keeper already (as with
+    /// `Arc::clone`).
+    fn keep(&self) {
+        // Relaxed: the caller's own keeper keeps the count above 0 meanwhile.
+        self.keepers.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A keeper is gone; the last one closes the base and wakes every sleep registered on it, so
+    /// that its next poll reports the closed base instead of pending for ever.
+    pub(super) fn let_go(&self) {
+        // AcqRel: the last one out sees every other keeper's work; its 0 is what `is_closed`
+        // reads.
+        if self.keepers.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
+        let handed_out = loop {
+            if let Some(held) = self.hold() {
+                break held.next_cell;
+            }
+            // A sleep on another thread is using the base for a moment.
+            std::thread::yield_now();
+        };
+        // Woken without holding the base: a waker that polls inline must not find it taken.
+        // Each wake's RMW on the waker word comes after the 0 above, so a poll that registers
+        // after it sees the base closed, and one that registered before it is woken.
+        for cell in 0..handed_out {
+            self.cells.get(cell).wake();
+        }
+    }
+
+    /// True once nothing can turn the base any more (see `keepers`).
+    pub(super) fn is_closed(&self) -> bool {
+        // Acquire: pairs with the last `let_go`.
+        self.keepers.load(Ordering::Acquire) == 0
     }
 
     /// The base, if no other thread holds it now. Never waits.
@@ -134,13 +176,13 @@ impl Driver {
         if let Some(cell) = held.free.pop() {
             return cell;
         }
-        self.take_returned(held);
+        self.returned.take_all(&self.cells, &mut held.free);
         if let Some(cell) = held.free.pop() {
             return cell;
         }
         let cell = held.next_cell;
         assert!(
-            (cell as usize) < MAX_CELLS,
+            (cell as usize) < self.cells.capacity(),
             "tickwheel base {}: {MAX_CELLS} sleeps registered at once",
             self.index
         );
@@ -151,10 +193,12 @@ impl Driver {
 
     /// Frees a cell nobody holds any more (its waker slot is emptied first).
     pub(super) fn free_cell(&self, cell: u32, held: Option<&mut Held<'_>>) {
-        drop(self.cells.get(cell).waker.take());
         match held {
-            Some(held) => held.free.push(cell),
-            None => self.push_returned(cell),
+            Some(held) => {
+                self.cells.get(cell).clear();
+                held.free.push(cell);
+            }
+            None => self.returned.push(&self.cells, cell),
         }
     }
 
@@ -163,41 +207,9 @@ impl Driver {
         held.free.push(cell);
     }
 
-    fn push_returned(&self, cell: u32) {
-        // A free cell's state word is its link (see `cell::Cell`).
-        let link = &self.cells.get(cell).state;
-        // Relaxed: the CAS below publishes.
-        let mut head = self.returned.load(Ordering::Relaxed);
-        loop {
-            // Relaxed: published by the Release CAS.
-            link.store(head, Ordering::Relaxed);
-            // Release: the link and the cell's emptied state reach the holder's Acquire swap.
-            match self.returned.compare_exchange_weak(
-                head,
-                u64::from(cell) + 1,
-                Ordering::Release,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return,
-                Err(now) => head = now,
-            }
-        }
-    }
-
-    fn take_returned(&self, held: &mut Held<'_>) {
-        // Acquire: pairs with the Release CAS of each push.
-        let mut head = self.returned.swap(0, Ordering::Acquire);
-        while head != 0 {
-            let cell = (head - 1) as u32;
-            held.free.push(cell);
-            // Relaxed: written before the push that published this cell.
-            head = self.cells.get(cell).state.load(Ordering::Relaxed);
-        }
-    }
-
     /// Cells held by sleeps or armings (handed out and not freed).
     pub(super) fn cells_in_use(&self, held: &mut Held<'_>) -> usize {
-        self.take_returned(held);
+        self.returned.take_all(&self.cells, &mut held.free);
         held.next_cell as usize - held.free.len()
     }
 
@@ -215,33 +227,10 @@ impl Driver {
         true
     }
 
-    /// A payload came out of the base: count the arming down; if it is the cell's current one,
-    /// mark it fired and wake its task.
+    /// A payload came out of the base: hand it to its cell (see `Cell::deliver`).
     fn deliver(&self, p: Payload, held: &mut Held<'_>) {
         let (index, seq) = cell::split(p);
-        let cell = self.cells.get(index);
-        let update = |s: u64| {
-            let s = s - cell::ARMING_ONE;
-            if cell::seq_of(s) == seq {
-                s | cell::FIRED
-            } else {
-                s
-            }
-        };
-        // AcqRel: Release makes FIRED visible to the poll the wake causes; Acquire sees the
-        // sleep side's last update (dropped or re-armed).
-        let prev = cell
-            .state
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| Some(update(s)))
-            .unwrap_or_else(|s| s);
-        debug_assert!(
-            cell::armings_of(prev) > 0,
-            "delivery with no arming: {prev:#x}"
-        );
-        if cell::seq_of(prev) == seq {
-            cell.waker.wake();
-        }
-        if cell::unheld(update(prev)) {
+        if self.cells.get(index).deliver(seq) {
             self.free_cell(index, Some(held));
         }
     }
@@ -261,7 +250,8 @@ impl Driver {
     }
 }
 
-/// The base's epoll fd, for `AsyncFd`; holding the driver keeps the base (and so the fd) alive.
+/// The base's epoll fd, for `AsyncFd`, held by a turning task: holding the driver keeps the base
+/// (and so the fd) alive, and it counts as one of the driver's keepers until dropped.
 struct BaseFd(Arc<Driver>);
 
 impl AsRawFd for BaseFd {
@@ -270,11 +260,23 @@ impl AsRawFd for BaseFd {
     }
 }
 
-/// Turns `driver`'s base whenever its fd is readable, until the runtime drops the task.
-pub(super) async fn drive(driver: Arc<Driver>) -> io::Result<()> {
+impl Drop for BaseFd {
+    fn drop(&mut self) {
+        self.0.let_go();
+    }
+}
+
+/// The task that turns `driver`'s base whenever its fd is readable, until the runtime drops it.
+/// It is a keeper of the base from now on, polled or not.
+pub(super) fn drive(driver: Arc<Driver>) -> impl Future<Output = io::Result<()>> + Send + 'static {
+    driver.keep();
+    turn_when_readable(BaseFd(driver))
+}
+
+async fn turn_when_readable(fd: BaseFd) -> io::Result<()> {
     // SAFETY: the fd is the base's epoll fd, owned by the base inside `driver`, which `BaseFd`
     // keeps alive for as long as the `AsyncFd` lives; `as_raw_fd` always returns that same fd.
-    let fd = unsafe { AsyncFd::register_with_interest(BaseFd(driver), Interest::READABLE) }
+    let fd = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }
         .map_err(|e| e.into_parts().1)?;
     let driver = &fd.get_ref().0;
     loop {

@@ -29,7 +29,8 @@
 //! cell index, the arming number `seq`, and the base's [`crate::Handle`]. The base's payload is
 //! a `u64` naming `(cell, seq)`; the cell (an atomic state word and a waker slot, in a chunked
 //! per-base table that never shrinks or moves) is what the sleeping task and the firing thread
-//! share. No allocation happens per sleep once the table has grown to the population, and a
+//! share (its protocol, free of tokio so the model checker runs it, is
+//! `protocol::cell`). No allocation happens per sleep once the table has grown to the population, and a
 //! dropped sleep's cell is reused by the next one: creating and dropping timers does not grow
 //! memory. A `Sleep` that is never polled costs nothing, and [`timeout`] files its sleep only if
 //! the inner future is not ready at once.
@@ -74,13 +75,18 @@
 //!   the call (so it can only be later than tokio's); [`timeout_at`] fixes it at the call.
 //! - A sleep first polled on a thread with no driver panics (as tokio's do without a time
 //!   driver). A base that cannot take another timer panics too (see `Config::wheel_capacity`).
+//! - A sleep whose base nothing can turn again (every [`Timers`] handle of its set and every
+//!   turning task dropped: the runtime and the set are gone) panics when polled, with a message
+//!   saying so, as tokio's sleeps do on a runtime that was shut down; a task waiting on one at
+//!   that moment is woken to panic, not left pending. A [`Sleep::reset`] of such a sleep lets go
+//!   of its cell, and its next poll files it on the polling thread's base. (Dropping the runtime
+//!   alone, with the `Timers` kept, is not a close: a new turning task may still be spawned.)
 //! - A sleep completes at the base's tick (1 ms by default), and in `Mode::Coarse` up to ~12.5%
 //!   of its delay late; `Mode::Exact` for short precise timers.
 //! - A cross-core re-arm of a timer that already fired needs a remote schedule; when the base
 //!   refuses it (its reserve of free slots is empty, or the base is gone) the sleep lets go of
 //!   its cell and files itself afresh on the polling thread's base at the next poll.
 
-mod cell;
 mod driver;
 mod hyper;
 mod interval;
@@ -127,14 +133,28 @@ use driver::Driver;
 /// ```
 #[derive(Clone)]
 pub struct Timers {
-    drivers: Arc<[Arc<Driver>]>,
-    next: Arc<AtomicUsize>,
+    set: Arc<Set>,
+}
+
+/// What the clones of one `Timers` share.
+struct Set {
+    drivers: Box<[Arc<Driver>]>,
+    next: AtomicUsize,
+}
+
+impl Drop for Set {
+    fn drop(&mut self) {
+        // The last handle is gone: no new turning task can be made for these bases.
+        for driver in self.drivers.iter() {
+            driver.let_go();
+        }
+    }
 }
 
 impl fmt::Debug for Timers {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Timers")
-            .field("bases", &self.drivers.len())
+            .field("bases", &self.set.drivers.len())
             .finish()
     }
 }
@@ -155,19 +175,21 @@ impl Timers {
             .map(|b| Arc::new(Driver::new(b)))
             .collect();
         Ok(Self {
-            drivers: drivers.into(),
-            next: Arc::new(AtomicUsize::new(0)),
+            set: Arc::new(Set {
+                drivers: drivers.into(),
+                next: AtomicUsize::new(0),
+            }),
         })
     }
 
     /// Number of bases.
     pub fn len(&self) -> usize {
-        self.drivers.len()
+        self.set.drivers.len()
     }
 
     /// True if the set has no bases (never, for a set made by [`Timers::new`]).
     pub fn is_empty(&self) -> bool {
-        self.drivers.is_empty()
+        self.set.drivers.is_empty()
     }
 
     /// Timers pending in base `index`'s wheel, and sleeps holding one of its cells (registered,
@@ -180,7 +202,7 @@ impl Timers {
     /// assert_eq!(timers.occupancy(0), Some((0, 0)));
     /// ```
     pub fn occupancy(&self, index: usize) -> Option<(usize, usize)> {
-        let driver = self.drivers.get(index)?;
+        let driver = self.set.drivers.get(index)?;
         let mut held = driver.hold()?;
         let pending = held.base.len();
         Some((pending, driver.cells_in_use(&mut held)))
@@ -188,15 +210,16 @@ impl Timers {
 
     /// A snapshot of base `index`'s counters (`None` as for [`Timers::occupancy`]).
     pub fn base_stats(&self, index: usize) -> Option<crate::BaseStats> {
-        let driver = self.drivers.get(index)?;
+        let driver = self.set.drivers.get(index)?;
         let held = driver.hold()?;
         Some(held.base.stats())
     }
 
     fn get(&self, index: usize) -> io::Result<&Arc<Driver>> {
-        self.drivers
+        self.set
+            .drivers
             .get(index)
-            .ok_or_else(|| no_such_base(index, self.drivers.len()))
+            .ok_or_else(|| no_such_base(index, self.set.drivers.len()))
     }
 
     /// Makes base `index` the calling thread's until the guard drops: sleeps first polled on this
@@ -242,8 +265,8 @@ impl Timers {
         let timers = self.clone();
         move || {
             // Relaxed: only spreads threads over bases.
-            let i = timers.next.fetch_add(1, Ordering::Relaxed) % timers.len();
-            driver::set_current(Some(timers.drivers[i].clone()));
+            let i = timers.set.next.fetch_add(1, Ordering::Relaxed) % timers.len();
+            driver::set_current(Some(timers.set.drivers[i].clone()));
         }
     }
 

@@ -7,10 +7,10 @@ use std::sync::OnceLock;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use super::cell::{self, Cell};
 use super::driver::{self, Driver};
 use crate::Handle;
-use crate::sync::{Arc, Ordering};
+use crate::protocol::cell::{self, Cell};
+use crate::sync::Arc;
 
 /// The instant deadlines are counted from (the first sleep made in the process). A std
 /// `OnceLock`, not the sync shim: it is a process-wide constant, not cross-core protocol state.
@@ -145,11 +145,7 @@ impl Sleep {
 
     /// True once the timer has fired (false again after a [`Sleep::reset`]).
     pub fn is_elapsed(&self) -> bool {
-        self.deadline.done_unfiled()
-            || self.reg.as_ref().is_some_and(|r| {
-                // Acquire: as in `poll`.
-                cell::fired(r.cell().state.load(Ordering::Acquire))
-            })
+        self.deadline.done_unfiled() || self.reg.as_ref().is_some_and(|r| r.cell().is_fired())
     }
 
     /// Moves the deadline, in place: no allocation, and on the owning thread no atomic
@@ -160,6 +156,12 @@ impl Sleep {
         let Some(reg) = self.reg.as_mut() else {
             return;
         };
+        if reg.driver.is_closed() {
+            // Nothing will turn that base again: let go of its cell; the next poll files the
+            // sleep on the polling thread's base (or reports the closed one).
+            self.unregister();
+            return;
+        }
         if driver::is_current(&reg.driver)
             && let Some(mut held) = reg.driver.hold()
         {
@@ -168,7 +170,7 @@ impl Sleep {
             }
             // Not pending: fired (and, since turns deliver while holding the base,
             // delivered). A base re-arms any pending timer of its own, filed or not.
-            let seq = arm(reg.driver.cells.get(reg.cell));
+            let seq = reg.driver.cells.get(reg.cell).arm();
             reg.handle = reg.driver.schedule_held(&mut held, deadline, reg.cell, seq);
             return;
         }
@@ -176,7 +178,7 @@ impl Sleep {
             return;
         }
         // Fired or firing: a new arming; the old payload, if still on its way, is stale.
-        let seq = arm(reg.driver.cells.get(reg.cell));
+        let seq = reg.driver.cells.get(reg.cell).arm();
         let p = cell::payload(reg.cell, seq);
         match reg.driver.remote.schedule_at(reg.driver.index, deadline, p) {
             Ok(h) => reg.handle = h,
@@ -204,6 +206,9 @@ impl Sleep {
                  or Timers::on_thread_start"
             )
         });
+        if driver.is_closed() {
+            gone(driver.index);
+        }
         let Some(mut held) = driver.hold() else {
             // A turn of this base runs on another worker for a moment.
             cx.waker().wake_by_ref();
@@ -215,14 +220,8 @@ impl Sleep {
             return Poll::Ready(());
         }
         let index = driver.alloc_cell(&mut held);
-        let cell = driver.cells.get(index);
-        // Relaxed: the cell is ours alone until the handle escapes below; the base's own
-        // synchronisation carries this store to whoever turns it. A taken cell starts from 0.
-        let state = cell::next_arming(0);
-        cell.state.store(state, Ordering::Relaxed);
         // The cell is ours alone (just taken, and we hold the base).
-        cell.waker.set_exclusive(cx.waker());
-        let seq = cell::seq_of(state);
+        let seq = driver.cells.get(index).start(cx.waker());
         let handle = driver.schedule_held(&mut held, deadline, index, seq);
         drop(held);
         self.reg = Some(Registration {
@@ -234,16 +233,14 @@ impl Sleep {
     }
 }
 
-/// Counts a new arming of `cell` and returns its seq.
-fn arm(cell: &Cell) -> u32 {
-    // AcqRel / Acquire: orders against the delivering thread's update of the same word.
-    let prev = cell
-        .state
-        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
-            Some(cell::next_arming(s))
-        })
-        .unwrap_or_else(|s| s);
-    cell::seq_of(cell::next_arming(prev))
+/// A sleep on a base that nothing will turn again would pend for ever: panic, as tokio's sleeps
+/// do on a runtime that was shut down.
+#[cold]
+fn gone(index: usize) -> ! {
+    panic!(
+        "the tickwheel time driver of base {index} is gone (every Timers handle of its set and \
+         every task turning it were dropped): this sleep can never complete"
+    )
 }
 
 impl Registration {
@@ -253,10 +250,7 @@ impl Registration {
 
     /// Undoes `arm` when no timer carries the new arming.
     fn disarm(&self) {
-        // AcqRel: as in `arm`.
-        self.cell()
-            .state
-            .fetch_sub(cell::ARMING_ONE, Ordering::AcqRel);
+        self.cell().disarm();
     }
 
     /// The sleep lets go: cancel a pending arming, drop the sleep's hold, free the cell if last.
@@ -268,41 +262,11 @@ impl Registration {
             None
         };
         if let Some(mut held) = held {
-            // Holding the base: deliveries (the only other writers of this cell; the sleep is
-            // ours) run only under the base, so the cell is ours alone until `held` drops, and
-            // its Release store publishes what we write here to the next holder.
-            let state = cell.state.load(Ordering::Relaxed);
-            let pending = cell::armings_of(state) > 0 && !cell::fired(state);
-            let cancelled = pending && held.base.cancel(self.handle);
-            let less = if cancelled { cell::ARMING_ONE } else { 0 };
-            let state = (state - less) & !cell::SLEEP;
-            // A delivery still on its way must not wake a task that let go.
-            drop(cell.waker.take_exclusive());
-            if cell::unheld(state) {
+            // Holding the base: deliveries run only under it (see `Cell::release_held`).
+            if cell.release_held(|| held.base.cancel(self.handle)) {
                 self.driver.free_held(self.cell, &mut held);
-            } else {
-                // Relaxed: published by the hold's Release (see above).
-                cell.state.store(state, Ordering::Relaxed);
             }
-            return;
-        }
-        // Acquire: sees a delivery's update of this arming.
-        let state = cell.state.load(Ordering::Acquire);
-        let pending = cell::armings_of(state) > 0 && !cell::fired(state);
-        let cancelled = pending && self.driver.remote.cancel(self.handle);
-        if !cancelled {
-            // A delivery may still be on its way: it must not wake a task that let go.
-            drop(cell.waker.take());
-        }
-        let less = if cancelled { cell::ARMING_ONE } else { 0 };
-        // AcqRel: the last of the two sides to let go sees the other's update and frees.
-        let prev = cell
-            .state
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
-                Some((s - less) & !cell::SLEEP)
-            })
-            .unwrap_or_else(|s| s);
-        if cell::unheld((prev - less) & !cell::SLEEP) {
+        } else if cell.release(|| self.driver.remote.cancel(self.handle)) {
             self.driver.free_cell(self.cell, None);
         }
     }
@@ -319,15 +283,12 @@ impl Future for Sleep {
             }
             return this.register(cx);
         };
-        let cell = reg.cell();
-        // Acquire: pairs with the delivering thread's AcqRel update that set FIRED.
-        if cell::fired(cell.state.load(Ordering::Acquire)) {
+        if reg.cell().poll(cx.waker()) {
             return Poll::Ready(());
         }
-        cell.waker.register(cx.waker());
-        // Checked again: a delivery between the load and the register took no waker.
-        if cell::fired(cell.state.load(Ordering::Acquire)) {
-            return Poll::Ready(());
+        // After the register: a close after it wakes this waker, one before it is seen here.
+        if reg.driver.is_closed() {
+            gone(reg.driver.index);
         }
         Poll::Pending
     }
