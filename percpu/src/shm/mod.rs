@@ -73,8 +73,9 @@
 //! never lost, and every other process carries on: nobody waits for anybody.
 //!
 //! Ownership: the owner word holds the owner's pid and start time. [`Client::advancer`] claims it
-//! by CAS when it is zero, or when the process it names is gone (pid missing, a zombie, or a pid
-//! now running a process with another start time: see `proc` for how pid reuse is handled).
+//! by CAS when it is zero, or when the process it names is gone (pid missing, every thread of it
+//! exited, or a pid now running a process with another start time: see `proc` for how pid reuse
+//! and unreadable `/proc` entries are handled).
 //!
 //! # Waking the owner
 //!
