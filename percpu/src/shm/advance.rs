@@ -3,9 +3,11 @@
 //! The owner's [`Wheel`] is an index over the shared slots, never the truth: it holds slot
 //! numbers, and every decision is made by a CAS on the slot's state word. So the index can be
 //! thrown away at any time (the owner's death throws it away) and rebuilt by scanning the slots;
-//! that is what a takeover does. `index[s]` is the wheel id of slot `s` plus one (0: not indexed);
-//! only the owner frees a slot, so while `index[s]` is set the slot keeps the generation it was
-//! indexed at.
+//! that is what a takeover does. `index[s]` is the wheel id of slot `s` plus one (0: not indexed),
+//! and the wheel holds slot and generation. Only the owner frees a slot, so while `index[s]` is
+//! set the slot keeps the generation it was indexed at; a set whose memory was overwritten (or
+//! whose owner word was, letting a second owner in) can break that, and then the stale entry's
+//! CAS, made with the generation it was indexed at, fails: it never fires a later arming early.
 
 use std::fmt;
 #[cfg(not(loom))]
@@ -41,7 +43,7 @@ pub struct Recovery {
 /// up (another process may then claim it).
 pub struct Advancer {
     client: Client,
-    wheel: Wheel<u32>,
+    wheel: Wheel<u64>,
     index: Vec<u64>,
     interrupted: Vec<u64>,
     /// What the last look at the marks before sleeping found (see `publish_sleep`).
@@ -164,9 +166,10 @@ impl Advancer {
         }
         let now = client.now();
         let mut fired = 0;
-        while let Some((_, slot)) = wheel.poll(now) {
+        while let Some((_, entry)) = wheel.poll(now) {
+            let (slot, generation) = (entry as u32, (entry >> 32) as u32);
             index[slot as usize] = 0;
-            if fire(&v, slot, &mut handler, &mut freed) {
+            if fire(&v, slot, generation, &mut handler, &mut freed) {
                 fired += 1;
             }
         }
@@ -362,16 +365,27 @@ impl Drop for Advancer {
 /// during recovery). Freed slots go into `freed`.
 fn reconcile(
     v: &View<'_>,
-    wheel: &mut Wheel<u32>,
+    wheel: &mut Wheel<u64>,
     index: &mut [u64],
     s: u32,
     word: u64,
     freed: &mut Freed,
 ) {
-    match unpack(word).1 {
-        Tag::Pending if index[s as usize] == 0 => {
+    let (g, tag, _) = unpack(word);
+    match tag {
+        Tag::Pending => {
+            let entry = u64::from(g) << 32 | u64::from(s);
+            let id = index[s as usize];
+            if id != 0 {
+                let id = TimerId::from_bits(id - 1);
+                if wheel.get(id) == Some(&entry) {
+                    return;
+                }
+                // Indexed at another generation: only an overwritten set gets here.
+                wheel.cancel(id);
+            }
             let (deadline, _) = v.contents(s);
-            let Ok(id) = wheel.insert(deadline, s) else {
+            let Ok(id) = wheel.insert(deadline, entry) else {
                 unreachable!("the owner's wheel is unbounded");
             };
             index[s as usize] = id.to_bits() + 1;
@@ -387,10 +401,8 @@ fn reconcile(
     }
 }
 
-/// Fires slot `s`, which the wheel says is due: true if the handler ran.
-fn fire(v: &View<'_>, s: u32, handler: &mut impl FnMut(u64), freed: &mut Freed) -> bool {
-    // Relaxed: the generation is only compared by the CAS, which reads the latest value anyway.
-    let (g, _, _) = unpack(v.state(s).load(Ordering::Relaxed));
+/// Fires slot `s` at generation `g`, which the wheel says is due: true if the handler ran.
+fn fire(v: &View<'_>, s: u32, g: u32, handler: &mut impl FnMut(u64), freed: &mut Freed) -> bool {
     match v.start_fire(s, g) {
         Ok(payload) => {
             v.count(layout::W_FIRED, 1);

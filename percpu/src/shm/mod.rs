@@ -101,6 +101,19 @@
 //! Slot pages are touched only once used. The owner also keeps, privately, 8 bytes per slot of
 //! index and the wheel's 32 bytes per pending timer.
 //!
+//! # Files and truncation
+//!
+//! Every process that maps a set trusts every process that can write its file or memfd. Random
+//! bytes written into the mapping are checked where they could do harm: every index and link
+//! read from it is checked before use and every walk over shared links is bounded, so an
+//! overwritten set gives errors ([`ScheduleError::Corrupt`], [`Error::Corrupt`]) and late or
+//! lost timers, never a panic, a hang, or a fire of a timer whose own record was untouched
+//! before its deadline, twice, or after its cancel returned true. Shrinking the file is
+//! another matter: a process that truncates it takes the pages from under every mapping, and
+//! each mapped process dies of `SIGBUS` at its next touch of a lost page (the kernel has no
+//! other answer). [`Segment::memfd`] seals its memfd against shrinking; a file cannot be
+//! sealed, so give write access to a set's file only to processes you trust with it.
+//!
 //! # Given up
 //!
 //! - Deadlines are fixed once scheduled (no reset): a reset would need a second state per slot.
@@ -130,7 +143,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use advance::{Advancer, Recovery};
-pub use error::{Error, Full};
+pub use error::{Error, ScheduleError};
 pub use layout::{Geometry, HEADER_BYTES, MAX_CAPACITY, SLOT_BYTES, bytes_for};
 pub use tickwheel::Mode;
 
@@ -138,7 +151,7 @@ use crate::sync::{Arc, Ordering, fence};
 use layout::Layout;
 use map::Memory;
 use proc::Liveness;
-use table::{Ident, View};
+use table::{Ident, Pop, View};
 
 /// How a set is made: capacity, wheel geometry, clock, file permissions.
 #[derive(Clone, Debug)]
@@ -262,16 +275,20 @@ impl Segment {
 
     /// A set in a new memfd; pass [`fd`](Segment::fd) to another process (`SCM_RIGHTS`, or
     /// inheritance across `exec` after clearing close-on-exec) and open it there with
-    /// [`from_fd`](Segment::from_fd).
+    /// [`from_fd`](Segment::from_fd). The memfd is sealed against shrinking (`F_SEAL_SHRINK`):
+    /// no holder of the fd can cut the mapping short (see [Files](self#files-and-truncation)).
     pub fn memfd(config: &Config, name: &str) -> Result<Segment, Error> {
         let name =
             CString::new(name).map_err(|_| Error::InvalidConfig("name contains a NUL byte"))?;
         let fd = crate::sys::memfd_create(&name)?;
-        Self::create(config, Some(fd), None)
+        let segment = Self::create(config, Some(fd), None)?;
+        crate::sys::seal_shrink(segment.fd().expect("a memfd set has its fd"))?;
+        Ok(segment)
     }
 
     /// A set in a new file at `path`, created with `O_EXCL | O_NOFOLLOW` and
-    /// [`Config::file_mode`]: fails if anything (a symlink included) is already there.
+    /// [`Config::file_mode`]: fails if anything (a symlink included) is already there. As with
+    /// [`open_file`](Segment::open_file), directories on the way are resolved as usual.
     pub fn create_file(path: impl AsRef<Path>, config: &Config) -> Result<Segment, Error> {
         let path = path.as_ref();
         config.geometry()?;
@@ -286,8 +303,10 @@ impl Segment {
         }
     }
 
-    /// Opens the set in the file at `path` (never following a symlink). The geometry is the one
-    /// stored in the file's header; see [`geometry`](Segment::geometry).
+    /// Opens the set in the file at `path` with `O_NOFOLLOW`: a symlink as the last component is
+    /// refused, while directories on the way are resolved as usual (symlinks among them
+    /// followed), as any `open` does. The geometry is the one stored in the file's header; see
+    /// [`geometry`](Segment::geometry).
     pub fn open_file(path: impl AsRef<Path>) -> Result<Segment, Error> {
         let path = path.as_ref();
         let fd = crate::sys::open_existing(&c_path(path)?)?;
@@ -398,6 +417,10 @@ impl Segment {
                 expected: stated,
                 actual: size,
             });
+        }
+        let free_head = read(layout::W_FREE_HEAD) as u32;
+        if free_head != table::NIL && free_head as usize >= geometry.capacity {
+            return Err(Error::Corrupt("the free-stack head names no slot"));
         }
         let set = read(layout::W_SET);
         Ok(Segment {
@@ -613,26 +636,33 @@ impl Client {
     }
 
     /// Schedules `payload` to fire at tick `deadline` (one at or before `now()` fires at the
-    /// owner's next turn). On a full set the payload comes back in [`Full`].
-    pub fn schedule_at(&self, deadline: u64, payload: u64) -> Result<Handle, Full> {
+    /// owner's next turn). On a full set, or one whose free stack was overwritten, the payload
+    /// comes back in the [`ScheduleError`].
+    pub fn schedule_at(&self, deadline: u64, payload: u64) -> Result<Handle, ScheduleError> {
         let v = self.view();
         let holder = self.me.holder();
         let mut waits = 0;
+        let mut lost = 0;
         let (slot, generation) = loop {
             match v.pop_free() {
-                Some((s, g)) if v.claim(s, g, holder) => break (s, g),
+                Pop::Slot(s, g) if v.claim(s, g, holder) => break (s, g),
                 // Re-issued by recovery, or taken by a claimer that popped it before recovery
                 // re-issued it: this stack entry is spent, pop again. A re-issued slot reaches
                 // the stack a moment after its generation moved: wait for it (a few times) before
-                // calling the set full.
-                Some(_) => waits = 1,
-                None if (1..RECOVERY_WAITS).contains(&waits) => {
+                // calling the set full. Each lost claim needs a recovery between one pop and its
+                // claim; a run of `LOST_CLAIMS` of them is a stack that loops.
+                Pop::Slot(..) if lost < LOST_CLAIMS => {
+                    lost += 1;
+                    waits = 1;
+                }
+                Pop::Slot(..) | Pop::Corrupt => return Err(ScheduleError::Corrupt(payload)),
+                Pop::Empty if (1..RECOVERY_WAITS).contains(&waits) => {
                     waits += 1;
                     crate::sync::yield_now();
                 }
-                None => {
+                Pop::Empty => {
                     v.count(layout::W_FULL, 1);
-                    return Err(Full(payload));
+                    return Err(ScheduleError::Full(payload));
                 }
             }
         };
@@ -649,7 +679,7 @@ impl Client {
 
     /// Schedules `payload` to fire `delay` from now, rounded up to a tick (never early). A manual
     /// clock's ticks have no length; there the delay counts milliseconds as ticks.
-    pub fn schedule_after(&self, delay: Duration, payload: u64) -> Result<Handle, Full> {
+    pub fn schedule_after(&self, delay: Duration, payload: u64) -> Result<Handle, ScheduleError> {
         let deadline = match self.segment.inner.geometry.tick {
             None => self
                 .now()
@@ -684,7 +714,8 @@ impl Client {
     /// Timers scheduled and neither fired nor cancelled, from the counters (see [`Stats`]).
     pub fn len(&self) -> usize {
         let s = self.stats();
-        s.scheduled.saturating_sub(s.cancelled + s.fired) as usize
+        s.scheduled
+            .saturating_sub(s.cancelled.saturating_add(s.fired)) as usize
     }
 
     /// True if [`len`](Client::len) is 0.
@@ -755,7 +786,9 @@ impl Client {
     #[doc(hidden)]
     pub fn schedule_crashing(&self, at: CrashPoint, deadline: u64, payload: u64) -> Option<Handle> {
         let v = self.view();
-        let (slot, generation) = v.pop_free()?;
+        let Pop::Slot(slot, generation) = v.pop_free() else {
+            return None;
+        };
         let handle = Handle {
             set: self.segment.inner.set,
             slot,
@@ -793,6 +826,10 @@ impl Client {
 /// How many times a schedule that lost a slot to recovery waits for the re-issued slot to reach
 /// the free stack before it reports the set full.
 const RECOVERY_WAITS: u32 = 64;
+
+/// Claims one schedule may lose in a row (each to a recovery that re-issued the slot it had
+/// popped) before it calls the free stack corrupt: a few milliseconds of a looping stack.
+const LOST_CLAIMS: u32 = 1 << 16;
 
 /// `CLOCK_MONOTONIC` in nanoseconds.
 fn monotonic_ns() -> u64 {

@@ -149,6 +149,17 @@ fn head(tag: u32, index: u32) -> u64 {
     u64::from(tag) << 32 | u64::from(index)
 }
 
+/// What [`View::pop_free`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pop {
+    /// A slot and the generation it was pushed with.
+    Slot(u32, u32),
+    /// Every slot is in use.
+    Empty,
+    /// The stack names no slot: the set's memory was overwritten.
+    Corrupt,
+}
+
 /// Slots the owner has retired (made `FREE`) and not yet pushed: a chain through their links.
 #[derive(Debug)]
 pub(crate) struct Freed {
@@ -201,30 +212,50 @@ impl<'a> View<'a> {
     // ---- allocation ----
 
     /// Takes a free slot: `(slot, generation it was pushed with)`, from the stack or, once that
-    /// is empty, from the never-used range. `None` when every slot is in use.
-    pub(crate) fn pop_free(&self) -> Option<(u32, u32)> {
+    /// is empty, from the never-used range. [`Pop::Corrupt`] if the head or the link it would
+    /// install names no slot (no correct process writes one).
+    pub(crate) fn pop_free(&self) -> Pop {
         let top = self.word(layout::W_FREE_HEAD);
         // Acquire: pairs with the owner's Release push, so the node's link is visible.
         let mut cur = top.load(Ordering::Acquire);
         loop {
             let index = cur as u32;
-            if index == NIL || index as usize >= self.capacity() {
+            if index == NIL {
                 break;
+            }
+            if !self.is_slot(index) {
+                return Pop::Corrupt;
             }
             // Relaxed: ordered by the Acquire load of the head that named this node. If the node
             // was popped and pushed again since, the tag moved on and the CAS below fails.
             let link = self.field(index, 3).load(Ordering::Relaxed);
-            let next = head((cur >> 32) as u32 + 1, link as u32);
+            if link as u32 != NIL && !self.is_slot(link as u32) {
+                // Checked before it becomes the head. Every link a correct owner writes names a
+                // slot or NIL, so even a stale read (the node popped and pushed again meanwhile,
+                // and the CAS below then fails) passes this check.
+                return Pop::Corrupt;
+            }
+            let next = head(((cur >> 32) as u32).wrapping_add(1), link as u32);
             // Acquire on failure too: the new head's link must be visible on the next round.
             match top.compare_exchange_weak(cur, next, Ordering::Acquire, Ordering::Acquire) {
-                Ok(_) => return Some((index, (link >> 32) as u32)),
+                Ok(_) => return Pop::Slot(index, (link >> 32) as u32),
                 Err(now) => cur = now,
             }
         }
         // Relaxed: the counter only hands out indices; the slot's own word (zero: FREE(0)) is
         // then claimed by CAS. Fetch-add past capacity is harmless: the value is only compared.
         let fresh = self.word(layout::W_BUMP).fetch_add(1, Ordering::Relaxed);
-        (fresh < self.capacity() as u64).then_some((fresh as u32, 0))
+        if fresh < self.capacity() as u64 {
+            Pop::Slot(fresh as u32, 0)
+        } else {
+            Pop::Empty
+        }
+    }
+
+    /// True if `s` names a slot of this set.
+    #[inline]
+    pub(crate) fn is_slot(&self, s: u32) -> bool {
+        (s as usize) < self.capacity()
     }
 
     /// Slots ever handed out by the bump counter (recovery scans these).
@@ -347,7 +378,7 @@ impl<'a> View<'a> {
         loop {
             // Relaxed: published by the Release CAS below.
             last.store(generation | (cur & 0xffff_ffff), Ordering::Relaxed);
-            let new = head((cur >> 32) as u32 + 1, batch.first);
+            let new = head(((cur >> 32) as u32).wrapping_add(1), batch.first);
             // Release: a popper that reads this head also reads every link of the chain.
             match top.compare_exchange_weak(cur, new, Ordering::Release, Ordering::Relaxed) {
                 Ok(_) => break,
@@ -359,22 +390,31 @@ impl<'a> View<'a> {
 
     /// Owner only: the slots reachable from the free stack's head, as a bitset. Only the owner
     /// pushes, so while it walks the chain can only lose nodes from its front, never gain any:
-    /// a slot not in the walk is on no stack. Stops after `capacity` steps (a cycle means a
-    /// corrupted set).
+    /// a slot not in the walk is on no stack. A chain that loops or names no slot (only an
+    /// overwritten set has one) is cut: the head is set to empty and an empty bitset returned,
+    /// so recovery re-issues every free slot (a popper of the old chain then fails its claim).
     pub(crate) fn walk_free(&self) -> Vec<u64> {
         let mut seen = vec![0u64; self.capacity().div_ceil(64)];
+        let top = self.word(layout::W_FREE_HEAD);
         // Acquire: the links of the nodes on the stack are visible.
-        let mut at = self.word(layout::W_FREE_HEAD).load(Ordering::Acquire) as u32;
-        let mut steps = 0;
-        while at != NIL && (at as usize) < self.capacity() && steps < self.capacity() {
+        let mut cur = top.load(Ordering::Acquire);
+        let mut at = cur as u32;
+        while at != NIL {
             let bit = 1u64 << (at % 64);
-            if seen[at as usize / 64] & bit != 0 {
-                break;
+            if !self.is_slot(at) || seen[at as usize / 64] & bit != 0 {
+                seen.iter_mut().for_each(|w| *w = 0);
+                loop {
+                    let empty = head(((cur >> 32) as u32).wrapping_add(1), NIL);
+                    // Acquire: as the load above (a racing pop moved the head).
+                    match top.compare_exchange(cur, empty, Ordering::Acquire, Ordering::Acquire) {
+                        Ok(_) => return seen,
+                        Err(now) => cur = now,
+                    }
+                }
             }
             seen[at as usize / 64] |= bit;
             // Relaxed: only the owner (the caller) writes links.
             at = self.field(at, 3).load(Ordering::Relaxed) as u32;
-            steps += 1;
         }
         seen
     }
@@ -423,11 +463,12 @@ impl<'a> View<'a> {
             let b = bits.trailing_zeros() as usize;
             bits &= bits - 1;
             let child = w * MARK_BITS + b;
+            // Bits past the end of a level are written by no correct process: skipped.
             if level == 0 {
                 if child < self.capacity() {
                     f(child as u32);
                 }
-            } else {
+            } else if child < self.layout.levels[level - 1].1 {
                 self.take_word(level - 1, child, f);
             }
         }
@@ -543,9 +584,9 @@ mod tests {
             words: &w,
             layout: &l,
         };
-        let got: Vec<_> = (0..3).map(|_| v.pop_free().unwrap()).collect();
-        assert_eq!(got, [(0, 0), (1, 0), (2, 0)]);
-        assert_eq!(v.pop_free(), None);
+        let got: Vec<_> = (0..3).map(|_| v.pop_free()).collect();
+        assert_eq!(got, [Pop::Slot(0, 0), Pop::Slot(1, 0), Pop::Slot(2, 0)]);
+        assert_eq!(v.pop_free(), Pop::Empty);
         assert!(v.claim(1, 0, 5));
         assert!(!v.claim(1, 0, 5), "a claim is one CAS");
         v.arm(1, 0, 10, 99);
@@ -553,7 +594,7 @@ mod tests {
         assert!(!v.cancel(1, 0));
         let word = v.state(1).load(Ordering::Relaxed);
         assert!(v.free(1, word));
-        assert_eq!(v.pop_free(), Some((1, 1)));
+        assert_eq!(v.pop_free(), Pop::Slot(1, 1));
         assert!(!v.claim(1, 0, 5), "stale generation");
         assert!(v.claim(1, 1, 5));
     }
@@ -567,7 +608,7 @@ mod tests {
             layout: &l,
         };
         for _ in 0..130 {
-            v.pop_free().unwrap();
+            assert!(matches!(v.pop_free(), Pop::Slot(..)));
         }
         for s in [3, 70, 129] {
             assert!(v.free(s, 0));
