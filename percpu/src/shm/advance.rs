@@ -34,7 +34,8 @@ pub struct Recovery {
     pub indexed: usize,
     /// Lost slots freed: popped, held or half-freed by a dead process.
     pub reclaimed: usize,
-    /// Fires a dead owner began; their payloads wait in [`Advancer::take_interrupted`].
+    /// Fires a dead owner began (slots found `FIRING`); their payloads wait in
+    /// [`Advancer::take_interrupted`], and their slots stay `FIRING` until then.
     pub interrupted: usize,
 }
 
@@ -45,7 +46,10 @@ pub struct Advancer {
     client: Client,
     wheel: Wheel<u64>,
     index: Vec<u64>,
-    interrupted: Vec<u64>,
+    /// `(slot, generation)` of `FIRING` slots whose payloads wait for `take_interrupted`: left by
+    /// a dead owner, or by a handler of ours that panicked. They stay `FIRING` in the mapping
+    /// until taken, so an owner that dies before taking them leaves them to the next.
+    interrupted: Vec<(u32, u32)>,
     /// What the last look at the marks before sleeping found (see `publish_sleep`).
     marks_before_sleep: bool,
     /// Set by `crash`: drop as a killed owner would leave the set (still owned).
@@ -132,7 +136,10 @@ impl Advancer {
     }
 
     /// Applies every schedule and cancel made since the last turn, then hands each due payload
-    /// to `handler` in fire order. Returns how many fired.
+    /// to `handler` in fire order. Returns how many fired. A panic of `handler` passes through
+    /// this call: the payload it was handling waits in
+    /// [`take_interrupted`](Advancer::take_interrupted), what else was due stays for the next
+    /// turn, and no slot is lost.
     pub fn turn(&mut self, mut handler: impl FnMut(u64)) -> usize {
         let v = self.client.view();
         // Relaxed: only a hint to schedulers that the owner is awake and will look at the marks;
@@ -148,6 +155,7 @@ impl Advancer {
             wheel,
             index,
             marked,
+            interrupted,
             ..
         } = self;
         let v = client.view();
@@ -166,15 +174,28 @@ impl Advancer {
         }
         let now = client.now();
         let mut fired = 0;
+        let mut panicked = None;
         while let Some((_, entry)) = wheel.poll(now) {
             let (slot, generation) = (entry as u32, (entry >> 32) as u32);
             index[slot as usize] = 0;
-            if fire(&v, slot, generation, &mut handler, &mut freed) {
-                fired += 1;
+            match fire(&v, slot, generation, &mut handler, &mut freed) {
+                Ok(true) => fired += 1,
+                Ok(false) => {}
+                Err(panic) => {
+                    // The handler may or may not have done its work: the slot stays FIRING
+                    // and its payload waits in `take_interrupted`. What is still due stays in
+                    // the wheel for the next turn.
+                    interrupted.push((slot, generation));
+                    panicked = Some(panic);
+                    break;
+                }
             }
         }
         v.push_freed(&mut freed);
         self.publish_sleep();
+        if let Some(panic) = panicked {
+            std::panic::resume_unwind(panic);
+        }
         fired
     }
 
@@ -224,9 +245,11 @@ impl Advancer {
                     v.push_freed(&mut freed);
                 }
                 Tag::Firing => {
-                    let (_, payload) = v.contents(s);
-                    if v.free(s, word) {
-                        interrupted.push(payload);
+                    // Left FIRING until `take_interrupted` frees it: an owner killed before
+                    // taking it leaves it to the next.
+                    let (g, _, _) = unpack(word);
+                    if !interrupted.contains(&(s, g)) {
+                        interrupted.push((s, g));
                         r.interrupted += 1;
                     }
                 }
@@ -234,14 +257,32 @@ impl Advancer {
             }
         }
         v.count(layout::W_RECLAIMED, r.reclaimed as u64);
-        v.count(layout::W_INTERRUPTED, r.interrupted as u64);
         r
     }
 
-    /// Payloads whose fire a dead owner had begun and not finished: each may or may not have
-    /// been handled there. A handler that records idempotently can simply handle them again.
+    /// Payloads whose fire was begun and not finished, by a dead owner or by a handler of this
+    /// one that panicked: each may or may not have been handled. A handler that records
+    /// idempotently can simply handle them again. Their slots stay `FIRING` (and reserved) until
+    /// this call frees them, so an owner killed before calling it leaves them to the next owner.
     pub fn take_interrupted(&mut self) -> Vec<u64> {
-        std::mem::take(&mut self.interrupted)
+        let v = self.client.view();
+        let mut freed = Freed::default();
+        let mut payloads = Vec::with_capacity(self.interrupted.len());
+        for (s, g) in self.interrupted.drain(..) {
+            let word = pack(g, Tag::Firing, 0);
+            // Acquire: the payload the scheduler published before PENDING (then FIRING) is seen.
+            if v.state(s).load(Ordering::Acquire) != word {
+                // Only an overwritten set moves a FIRING word behind the owner's back.
+                continue;
+            }
+            let (_, payload) = v.contents(s);
+            if v.retire(s, word, &mut freed) {
+                payloads.push(payload);
+            }
+        }
+        v.push_freed(&mut freed);
+        v.count(layout::W_INTERRUPTED, payloads.len() as u64);
+        payloads
     }
 
     /// The earliest tick at which something may be due in the index (`None`: nothing indexed).
@@ -401,20 +442,27 @@ fn reconcile(
     }
 }
 
-/// Fires slot `s` at generation `g`, which the wheel says is due: true if the handler ran.
-fn fire(v: &View<'_>, s: u32, g: u32, handler: &mut impl FnMut(u64), freed: &mut Freed) -> bool {
+/// Fires slot `s` at generation `g`, which the wheel says is due: true if the handler ran, false
+/// if a cancel won; `Err` with the handler's panic, the slot left `FIRING`.
+fn fire(
+    v: &View<'_>,
+    s: u32,
+    g: u32,
+    handler: &mut impl FnMut(u64),
+    freed: &mut Freed,
+) -> std::thread::Result<bool> {
     match v.start_fire(s, g) {
         Ok(payload) => {
             v.count(layout::W_FIRED, 1);
-            handler(payload);
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(payload)))?;
             v.retire(s, pack(g, Tag::Firing, 0), freed);
-            true
+            Ok(true)
         }
         Err(word) => {
             if unpack(word).1 == Tag::Cancelled {
                 v.retire(s, word, freed);
             }
-            false
+            Ok(false)
         }
     }
 }

@@ -63,7 +63,9 @@
 //! | scheduler: `PENDING` store and dirty bit (or between bitmap levels) | armed slot not indexed; a leaf word that swallows later marks | recovery: bitmap swept, slot indexed |
 //! | canceller: CAS and dirty bit                  | `CANCELLED` slot still indexed     | the owner frees it when its deadline comes (fire CAS fails) or in recovery |
 //! | owner: anywhere                               | owner word names a dead process    | takeover: one CAS, then a full scan rebuilds the index |
-//! | owner: fire CAS and handler's end             | `FIRING(g)` slot                   | the next owner frees it and hands its payload over as *interrupted* ([`Advancer::take_interrupted`]): it may or may not have been handled |
+//! | owner: fire CAS and handler's end             | `FIRING(g)` slot                   | the next owner hands its payload over as *interrupted* ([`Advancer::take_interrupted`]): it may or may not have been handled |
+//! | owner: found a `FIRING` slot, before `take_interrupted` freed it | `FIRING(g)` slot, still    | the same: the slot stays `FIRING` until a live owner's `take_interrupted` frees it, so the payload passes to each next owner until one takes it |
+//! | (not a kill) a handler panics, the caller catches it | `FIRING(g)` slot             | the turn keeps the slot for its own `take_interrupted`, pushes the slots it freed, and re-raises the panic |
 //! | owner: freeing CAS and the turn's stack push  | `FREE` slots on no stack           | recovery scan: re-issued |
 //!
 //! Recovery runs when a process takes over advancing, when the owner sees a registered process
@@ -569,7 +571,8 @@ pub struct Stats {
     pub reclaimed: u64,
     /// Times a process took advancing over from a dead owner.
     pub takeovers: u64,
-    /// Fires a dead owner had begun and not finished (handed to the next owner).
+    /// Fires begun and not finished (by a dead owner, or a handler that panicked) whose payloads
+    /// [`Advancer::take_interrupted`] handed over.
     pub interrupted: u64,
 }
 
