@@ -15,6 +15,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use tickwheel::{TimerId, Wheel};
 
+use super::hooks;
 use super::layout;
 use super::table::{Freed, Tag, View, pack, split_holder, split_ident_word, unpack};
 use super::{Client, Error};
@@ -127,6 +128,7 @@ impl Advancer {
         if self.client.segment.inner.geometry.tick.is_some() {
             return false;
         }
+        hooks::store_point();
         // Relaxed: read back by this process's own turn; others only display it.
         self.client
             .view()
@@ -142,6 +144,7 @@ impl Advancer {
     /// turn, and no slot is lost.
     pub fn turn(&mut self, mut handler: impl FnMut(u64)) -> usize {
         let v = self.client.view();
+        hooks::store_point();
         // Relaxed: only a hint to schedulers that the owner is awake and will look at the marks;
         // publish_sleep orders the final value with a fence.
         v.word(layout::W_NEXT_WAKE).store(0, Ordering::Relaxed);
@@ -292,14 +295,14 @@ impl Advancer {
 
     /// True if the last turn ended by finding marks that arrived after it took them (its fd is
     /// then left readable, so the loop turns again at once). For models of the wake protocol.
-    #[doc(hidden)]
+    #[cfg(feature = "test-hooks")]
     pub fn marks_before_sleep(&self) -> bool {
         self.marks_before_sleep
     }
 
     /// Drops the advancer as a killed owner would leave the set: the owner word still names
     /// this process. For tests and models only.
-    #[doc(hidden)]
+    #[cfg(feature = "test-hooks")]
     pub fn crash(mut self) {
         self.crashed = true;
     }
@@ -362,6 +365,7 @@ impl Advancer {
     fn publish_sleep(&mut self) -> bool {
         let v = self.client.view();
         let until = self.wheel.next_expiry().unwrap_or(u64::MAX);
+        hooks::store_point();
         // Relaxed: ordered by the fence below.
         v.word(layout::W_NEXT_WAKE).store(until, Ordering::Relaxed);
         // SeqCst fence: with the scheduler's fence between its mark and its load of this word,
@@ -396,6 +400,7 @@ impl Drop for Advancer {
             return;
         }
         let v = self.client.view();
+        hooks::store_point();
         // Relaxed: no owner, nobody to wake; a new owner publishes its own value.
         v.word(layout::W_NEXT_WAKE).store(0, Ordering::Relaxed);
         let _ = v.swap_owner(self.client.me.word(), 0);
@@ -549,6 +554,7 @@ impl Drop for Waker {
         // Release: the helper's Acquire load sees it after the wake below.
         self.stop.store(true, Ordering::Release);
         let v = self.segment.view();
+        hooks::store_point();
         // Release: moves the word so the helper's FUTEX_WAIT cannot sleep on the old value.
         v.word(layout::W_WAKE).fetch_add(1, Ordering::Release);
         // SAFETY: the word is in our live mapping, 4-byte aligned.

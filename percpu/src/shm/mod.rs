@@ -132,6 +132,10 @@
 
 mod advance;
 mod error;
+#[cfg(feature = "test-hooks")]
+pub mod hooks;
+#[cfg(not(feature = "test-hooks"))]
+mod hooks;
 mod layout;
 mod map;
 mod proc;
@@ -481,14 +485,14 @@ impl Segment {
 
     /// Attaches as process `pid` (start time 0), for tests that stand threads in for processes;
     /// pair it with [`with_liveness_probe`](Segment::with_liveness_probe).
-    #[doc(hidden)]
+    #[cfg(feature = "test-hooks")]
     pub fn attach_as(&self, pid: u32) -> Result<Client, Error> {
         self.attach_ident(Ident { pid, start: 0 })
     }
 
     /// Judges liveness with `probe(pid)` instead of `/proc`, for tests that stand threads in for
     /// processes. Only on a segment not yet attached to (the segment must be the only clone).
-    #[doc(hidden)]
+    #[cfg(feature = "test-hooks")]
     pub fn with_liveness_probe(
         mut self,
         probe: std::sync::Arc<dyn Fn(u32) -> bool + Send + Sync>,
@@ -502,7 +506,7 @@ impl Segment {
 
     /// How many times schedulers have woken the owner (the futex word), for models of the wake
     /// protocol.
-    #[doc(hidden)]
+    #[cfg(feature = "test-hooks")]
     pub fn wake_count(&self) -> u64 {
         // Acquire: as the owner's helper thread reads it.
         self.view().word(layout::W_WAKE).load(Ordering::Acquire)
@@ -757,6 +761,7 @@ impl Client {
         fence(Ordering::SeqCst);
         // Relaxed: ordered by the fence.
         if deadline < v.word(layout::W_NEXT_WAKE).load(Ordering::Relaxed) {
+            hooks::store_point();
             // Release: the owner's helper thread loads the counter with Acquire.
             v.word(layout::W_WAKE).fetch_add(1, Ordering::Release);
             #[cfg(not(loom))]
@@ -770,7 +775,7 @@ impl Client {
 
 /// Where a simulated crash stops a schedule: the state a process killed at that instant leaves.
 /// For tests and models only.
-#[doc(hidden)]
+#[cfg(feature = "test-hooks")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CrashPoint {
     /// The slot is off the free stack, not yet claimed.
@@ -786,7 +791,7 @@ pub enum CrashPoint {
 impl Client {
     /// Runs a schedule up to `at` and stops there, as if the process were killed; the handle the
     /// operation would have returned, if it got that far. For tests and models only.
-    #[doc(hidden)]
+    #[cfg(feature = "test-hooks")]
     pub fn schedule_crashing(&self, at: CrashPoint, deadline: u64, payload: u64) -> Option<Handle> {
         let v = self.view();
         let Pop::Slot(slot, generation) = v.pop_free() else {
@@ -812,13 +817,13 @@ impl Client {
 
     /// Drops the client as a killed process would leave it: still in the registry. For tests and
     /// models only.
-    #[doc(hidden)]
+    #[cfg(feature = "test-hooks")]
     pub fn crash(mut self) {
         self.record = None;
     }
 
     /// A cancel stopped right after its CAS (no mark, no count). For tests and models only.
-    #[doc(hidden)]
+    #[cfg(feature = "test-hooks")]
     pub fn cancel_crashing(&self, handle: Handle) -> bool {
         handle.set == self.segment.inner.set
             && (handle.slot as usize) < self.segment.inner.layout.capacity

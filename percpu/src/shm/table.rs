@@ -50,6 +50,7 @@
 
 use crate::sync::{AtomicU64, Ordering};
 
+use super::hooks;
 use super::layout::{self, Layout, MARK_BITS};
 
 /// End of a list, and "no slot".
@@ -206,6 +207,7 @@ impl<'a> View<'a> {
     /// Adds to a statistics counter. Relaxed: counters order nothing.
     #[inline]
     pub(crate) fn count(&self, at: usize, n: u64) {
+        hooks::store_point();
         self.word(at).fetch_add(n, Ordering::Relaxed);
     }
 
@@ -236,12 +238,14 @@ impl<'a> View<'a> {
                 return Pop::Corrupt;
             }
             let next = head(((cur >> 32) as u32).wrapping_add(1), link as u32);
+            hooks::store_point();
             // Acquire on failure too: the new head's link must be visible on the next round.
             match top.compare_exchange_weak(cur, next, Ordering::Acquire, Ordering::Acquire) {
                 Ok(_) => return Pop::Slot(index, (link >> 32) as u32),
                 Err(now) => cur = now,
             }
         }
+        hooks::store_point();
         // Relaxed: the counter only hands out indices; the slot's own word (zero: FREE(0)) is
         // then claimed by CAS. Fetch-add past capacity is harmless: the value is only compared.
         let fresh = self.word(layout::W_BUMP).fetch_add(1, Ordering::Relaxed);
@@ -265,6 +269,7 @@ impl<'a> View<'a> {
 
     /// `FREE(g)` → `HELD(g, holder)`. False if the slot was re-issued or taken meanwhile.
     pub(crate) fn claim(&self, s: u32, g: u32, holder: u32) -> bool {
+        hooks::store_point();
         // Acquire: see the module doc (the new holder's writes follow the owner's last read).
         self.state(s)
             .compare_exchange(
@@ -278,9 +283,12 @@ impl<'a> View<'a> {
 
     /// Writes deadline and payload of a held slot and publishes it as `PENDING(g)`.
     pub(crate) fn arm(&self, s: u32, g: u32, deadline: u64, payload: u64) {
+        hooks::store_point();
         // Relaxed: published by the Release store of the state word just below.
         self.field(s, 1).store(deadline, Ordering::Relaxed);
+        hooks::store_point();
         self.field(s, 2).store(payload, Ordering::Relaxed);
+        hooks::store_point();
         // Release: the owner's Acquire load of the state then sees deadline and payload. A store,
         // not a CAS: only the holder writes a HELD word, and recovery frees it only once the
         // holder is dead.
@@ -290,6 +298,7 @@ impl<'a> View<'a> {
 
     /// `PENDING(g)` → `CANCELLED(g)`. True: the timer will never fire.
     pub(crate) fn cancel(&self, s: u32, g: u32) -> bool {
+        hooks::store_point();
         // Relaxed: the race with the fire CAS is decided by this word's modification order alone;
         // the mark that follows is what tells the owner, with its own ordering.
         self.state(s)
@@ -304,6 +313,7 @@ impl<'a> View<'a> {
 
     /// Owner: `PENDING(g)` → `FIRING(g)`. `Err(word)` if a cancel won (or the word moved).
     pub(crate) fn start_fire(&self, s: u32, g: u32) -> Result<u64, u64> {
+        hooks::store_point();
         // Acquire: reads the payload the scheduler published with its Release store.
         self.state(s)
             .compare_exchange(
@@ -339,6 +349,7 @@ impl<'a> View<'a> {
     pub(crate) fn retire(&self, s: u32, word: u64, batch: &mut Freed) -> bool {
         let (g, _, _) = unpack(word);
         let next = g.wrapping_add(1);
+        hooks::store_point();
         // Release: the next holder's Acquire claim follows our reads of the old contents.
         let ok = self
             .state(s)
@@ -350,6 +361,7 @@ impl<'a> View<'a> {
             )
             .is_ok();
         if ok {
+            hooks::store_point();
             // Relaxed: published by the Release CAS of `push_freed`.
             self.field(s, 3).store(
                 u64::from(next) << 32 | u64::from(batch.first),
@@ -376,9 +388,11 @@ impl<'a> View<'a> {
         // Relaxed: the head's value only feeds the CAS; nothing is read through it here.
         let mut cur = top.load(Ordering::Relaxed);
         loop {
+            hooks::store_point();
             // Relaxed: published by the Release CAS below.
             last.store(generation | (cur & 0xffff_ffff), Ordering::Relaxed);
             let new = head(((cur >> 32) as u32).wrapping_add(1), batch.first);
+            hooks::store_point();
             // Release: a popper that reads this head also reads every link of the chain.
             match top.compare_exchange_weak(cur, new, Ordering::Release, Ordering::Relaxed) {
                 Ok(_) => break,
@@ -405,6 +419,7 @@ impl<'a> View<'a> {
                 seen.iter_mut().for_each(|w| *w = 0);
                 loop {
                     let empty = head(((cur >> 32) as u32).wrapping_add(1), NIL);
+                    hooks::store_point();
                     // Acquire: as the load above (a racing pop moved the head).
                     match top.compare_exchange(cur, empty, Ordering::Acquire, Ordering::Acquire) {
                         Ok(_) => return seen,
@@ -431,6 +446,7 @@ impl<'a> View<'a> {
         let mut index = s as usize;
         for &(start, _) in self.layout.levels.iter().take(levels) {
             let bit = 1u64 << (index % MARK_BITS);
+            hooks::store_point();
             // AcqRel: Release carries the state store (and every level below) to the owner's
             // swap; Acquire makes this RMW part of the chain of the previous marker of the word.
             let old = self.words[start + index / MARK_BITS].fetch_or(bit, Ordering::AcqRel);
@@ -457,6 +473,7 @@ impl<'a> View<'a> {
 
     fn take_word(&self, level: usize, w: usize, f: &mut impl FnMut(u32)) {
         let (start, _) = self.layout.levels[level];
+        hooks::store_point();
         // AcqRel: Acquire pairs with the markers' Release; Release keeps the swaps below after it.
         let mut bits = self.words[start + w].swap(0, Ordering::AcqRel);
         while bits != 0 {
@@ -484,6 +501,7 @@ impl<'a> View<'a> {
             for w in start..start + words {
                 // AcqRel: as in `take_word`; the scan's Acquire loads then see the marked states.
                 if self.words[w].load(Ordering::Relaxed) != 0 {
+                    hooks::store_point();
                     self.words[w].swap(0, Ordering::AcqRel);
                 }
             }
@@ -507,6 +525,7 @@ impl<'a> View<'a> {
 
     /// Owner word `expected` → `me`. One CAS: two claimers cannot both win.
     pub(crate) fn swap_owner(&self, expected: u64, me: u64) -> Result<(), u64> {
+        hooks::store_point();
         // AcqRel: Acquire as in `owner`; Release so a later claimer sees our state.
         self.word(layout::W_OWNER)
             .compare_exchange(expected, me, Ordering::AcqRel, Ordering::Acquire)
@@ -516,6 +535,7 @@ impl<'a> View<'a> {
     /// Puts `me` into a free registry record; its index, or `None` if all are taken.
     pub(crate) fn register(&self, me: u64) -> Option<usize> {
         (0..layout::REGISTRY).find(|&i| {
+            hooks::store_point();
             // Relaxed: the record is only ever read for liveness checks; no data hangs on it.
             self.word(layout::W_REGISTRY + i)
                 .compare_exchange(0, me, Ordering::Relaxed, Ordering::Relaxed)
@@ -525,6 +545,7 @@ impl<'a> View<'a> {
 
     /// Clears record `i` if it still holds `word`.
     pub(crate) fn unregister(&self, i: usize, word: u64) -> bool {
+        hooks::store_point();
         // Relaxed: as in `register`.
         self.word(layout::W_REGISTRY + i)
             .compare_exchange(word, 0, Ordering::Relaxed, Ordering::Relaxed)
