@@ -119,12 +119,14 @@
 //! # Given up
 //!
 //! - Deadlines are fixed once scheduled (no reset): a reset would need a second state per slot.
-//! - A wake-up can come late, never be lost for good: a scheduler whose dirty bit lands in a leaf
-//!   word that another process has just made non-zero leaves the upper levels to that process. If
-//!   that process is preempted between its two bitmap writes while the owner decides to sleep, the
-//!   owner sees the first scheduler's timer only at its next wake-up: its next expiry, another
-//!   schedule's wake, or the 100 ms liveness look, whichever is first. Only a timer due before the
-//!   owner's next expiry is affected; the loom model of the wake-up has one scheduler.
+//! - A stalled process can delay other processes' timers without bound. A scheduler whose dirty
+//!   bit lands in a leaf word that another process has just made non-zero leaves the upper levels
+//!   to that process. While that process sits between its two bitmap writes (preempted, or
+//!   stopped with `SIGSTOP`), the owner's turns do not see the leaf word, so every timer marked
+//!   into those 64 slots meanwhile is late: it fires once the stalled process makes its next
+//!   write, or at the next recovery (a takeover, a registered process seen dead, or
+//!   [`Advancer::recover`], which sweeps every bitmap word), not by any bound of its own. The
+//!   loom model of the wake-up has one scheduler.
 //! - All processes must share one pid namespace (liveness is judged by pid and start time).
 //! - Generations are 32 bits: a handle kept across 2^32 re-uses of its slot could match again.
 //! - A set in a file is shared memory, not a database: after a machine crash its contents are
