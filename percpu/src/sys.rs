@@ -181,12 +181,22 @@ pub(crate) unsafe fn msync(ptr: *mut u8, len: usize) -> io::Result<()> {
     Ok(())
 }
 
-/// A close-on-exec memfd named `name` (the name only shows in `/proc/<pid>/fd`).
+/// A close-on-exec memfd named `name` (the name only shows in `/proc/<pid>/fd`) that accepts
+/// seals ([`seal_shrink`]).
 pub(crate) fn memfd_create(name: &std::ffi::CStr) -> io::Result<OwnedFd> {
+    let flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
     // SAFETY: `name` is a valid NUL-terminated string for the duration of the call.
-    let fd = cvt(unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) })?;
+    let fd = cvt(unsafe { libc::memfd_create(name.as_ptr(), flags) })?;
     // SAFETY: `fd` was just returned by the kernel and is owned by no one else.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Seals a memfd against shrinking (`F_SEAL_SHRINK`): from now on no holder of the fd can cut
+/// pages from under a mapping.
+pub(crate) fn seal_shrink(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: plain fcntl on a live fd; no pointers.
+    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) })?;
+    Ok(())
 }
 
 /// Sets the size of the file behind `fd`.

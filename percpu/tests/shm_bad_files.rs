@@ -197,3 +197,23 @@ fn stored_geometry_wins_and_state_survives_reopening() {
             .is_err()
     );
 }
+
+#[test]
+fn a_memfd_set_cannot_be_shrunk() {
+    use std::os::fd::AsRawFd;
+    let s = Segment::memfd(&Config::new(64).manual_clock(), "sealed").unwrap();
+    let fd = s.fd().unwrap().as_raw_fd();
+    // SAFETY: plain syscall on a live fd we own.
+    let r = unsafe { libc::ftruncate(fd, 4096) };
+    assert_eq!(
+        r, -1,
+        "the memfd was shrunk: every mapping would die of SIGBUS"
+    );
+    assert_eq!(
+        std::io::Error::last_os_error().raw_os_error(),
+        Some(libc::EPERM)
+    );
+    // The set still works.
+    let c = s.attach().unwrap();
+    c.schedule_at(1, 1).unwrap();
+}

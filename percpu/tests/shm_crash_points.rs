@@ -239,3 +239,69 @@ fn cancel_races_fire_across_threads() {
         assert_no_leak(&w, &mut adv);
     }
 }
+
+const THIRD: u32 = 400;
+
+#[test]
+fn an_interrupted_payload_survives_an_heir_killed_before_taking_it() {
+    let w = World::new(8);
+    let owner = w.attach(OWNER);
+    let mut adv = owner.advancer().unwrap();
+    owner.schedule_at(1, 7).unwrap();
+    adv.advance_to(1);
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        adv.turn(|_| panic!("killed in the handler"))
+    }));
+    assert!(r.is_err());
+    adv.crash();
+    w.kill(OWNER, owner);
+    // The heir takes over and is killed before it calls `take_interrupted`.
+    let heir = w.attach(HEIR);
+    heir.advancer().expect("takeover").crash();
+    w.kill(HEIR, heir);
+    let third = w.attach(THIRD);
+    let mut adv = third.advancer().expect("second takeover");
+    assert_eq!(
+        adv.take_interrupted(),
+        [7],
+        "the interrupted payload vanished"
+    );
+    assert_eq!(adv.take_interrupted(), [] as [u64; 0], "handed over once");
+    let st = third.stats();
+    assert_eq!((st.takeovers, st.interrupted), (2, 1), "{st:?}");
+    assert_no_leak(&w, &mut adv);
+}
+
+#[test]
+fn a_panicking_handler_leaks_no_slot() {
+    let w = World::new(4);
+    let owner = w.attach(OWNER);
+    let mut adv = owner.advancer().unwrap();
+    for p in 0..4 {
+        owner.schedule_at(1, p).unwrap();
+    }
+    adv.advance_to(1);
+    let mut handled = Vec::new();
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        adv.turn(|p| {
+            if handled.len() == 1 {
+                panic!("handler bug");
+            }
+            handled.push(p);
+        })
+    }));
+    assert!(r.is_err());
+    // The same owner goes on, with no recovery: the panicking fire is interrupted, the rest due.
+    let interrupted = adv.take_interrupted();
+    assert_eq!(interrupted.len(), 1, "the panicking fire was not kept");
+    let rest = fire_all(&mut adv, 1);
+    let mut all: Vec<u64> = handled
+        .iter()
+        .chain(&interrupted)
+        .chain(&rest)
+        .copied()
+        .collect();
+    all.sort_unstable();
+    assert_eq!(all, [0, 1, 2, 3]);
+    assert_no_leak(&w, &mut adv);
+}

@@ -3,9 +3,11 @@
 //! The owner's [`Wheel`] is an index over the shared slots, never the truth: it holds slot
 //! numbers, and every decision is made by a CAS on the slot's state word. So the index can be
 //! thrown away at any time (the owner's death throws it away) and rebuilt by scanning the slots;
-//! that is what a takeover does. `index[s]` is the wheel id of slot `s` plus one (0: not indexed);
-//! only the owner frees a slot, so while `index[s]` is set the slot keeps the generation it was
-//! indexed at.
+//! that is what a takeover does. `index[s]` is the wheel id of slot `s` plus one (0: not indexed),
+//! and the wheel holds slot and generation. Only the owner frees a slot, so while `index[s]` is
+//! set the slot keeps the generation it was indexed at; a set whose memory was overwritten (or
+//! whose owner word was, letting a second owner in) can break that, and then the stale entry's
+//! CAS, made with the generation it was indexed at, fails: it never fires a later arming early.
 
 use std::fmt;
 #[cfg(not(loom))]
@@ -13,6 +15,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use tickwheel::{TimerId, Wheel};
 
+use super::hooks;
 use super::layout;
 use super::table::{Freed, Tag, View, pack, split_holder, split_ident_word, unpack};
 use super::{Client, Error};
@@ -32,7 +35,8 @@ pub struct Recovery {
     pub indexed: usize,
     /// Lost slots freed: popped, held or half-freed by a dead process.
     pub reclaimed: usize,
-    /// Fires a dead owner began; their payloads wait in [`Advancer::take_interrupted`].
+    /// Fires a dead owner began (slots found `FIRING`); their payloads wait in
+    /// [`Advancer::take_interrupted`], and their slots stay `FIRING` until then.
     pub interrupted: usize,
 }
 
@@ -41,9 +45,12 @@ pub struct Recovery {
 /// up (another process may then claim it).
 pub struct Advancer {
     client: Client,
-    wheel: Wheel<u32>,
+    wheel: Wheel<u64>,
     index: Vec<u64>,
-    interrupted: Vec<u64>,
+    /// `(slot, generation)` of `FIRING` slots whose payloads wait for `take_interrupted`: left by
+    /// a dead owner, or by a handler of ours that panicked. They stay `FIRING` in the mapping
+    /// until taken, so an owner that dies before taking them leaves them to the next.
+    interrupted: Vec<(u32, u32)>,
     /// What the last look at the marks before sleeping found (see `publish_sleep`).
     marks_before_sleep: bool,
     /// Set by `crash`: drop as a killed owner would leave the set (still owned).
@@ -121,6 +128,7 @@ impl Advancer {
         if self.client.segment.inner.geometry.tick.is_some() {
             return false;
         }
+        hooks::store_point();
         // Relaxed: read back by this process's own turn; others only display it.
         self.client
             .view()
@@ -130,9 +138,13 @@ impl Advancer {
     }
 
     /// Applies every schedule and cancel made since the last turn, then hands each due payload
-    /// to `handler` in fire order. Returns how many fired.
+    /// to `handler` in fire order. Returns how many fired. A panic of `handler` passes through
+    /// this call: the payload it was handling waits in
+    /// [`take_interrupted`](Advancer::take_interrupted), what else was due stays for the next
+    /// turn, and no slot is lost.
     pub fn turn(&mut self, mut handler: impl FnMut(u64)) -> usize {
         let v = self.client.view();
+        hooks::store_point();
         // Relaxed: only a hint to schedulers that the owner is awake and will look at the marks;
         // publish_sleep orders the final value with a fence.
         v.word(layout::W_NEXT_WAKE).store(0, Ordering::Relaxed);
@@ -146,6 +158,7 @@ impl Advancer {
             wheel,
             index,
             marked,
+            interrupted,
             ..
         } = self;
         let v = client.view();
@@ -164,14 +177,28 @@ impl Advancer {
         }
         let now = client.now();
         let mut fired = 0;
-        while let Some((_, slot)) = wheel.poll(now) {
+        let mut panicked = None;
+        while let Some((_, entry)) = wheel.poll(now) {
+            let (slot, generation) = (entry as u32, (entry >> 32) as u32);
             index[slot as usize] = 0;
-            if fire(&v, slot, &mut handler, &mut freed) {
-                fired += 1;
+            match fire(&v, slot, generation, &mut handler, &mut freed) {
+                Ok(true) => fired += 1,
+                Ok(false) => {}
+                Err(panic) => {
+                    // The handler may or may not have done its work: the slot stays FIRING
+                    // and its payload waits in `take_interrupted`. What is still due stays in
+                    // the wheel for the next turn.
+                    interrupted.push((slot, generation));
+                    panicked = Some(panic);
+                    break;
+                }
             }
         }
         v.push_freed(&mut freed);
         self.publish_sleep();
+        if let Some(panic) = panicked {
+            std::panic::resume_unwind(panic);
+        }
         fired
     }
 
@@ -221,9 +248,11 @@ impl Advancer {
                     v.push_freed(&mut freed);
                 }
                 Tag::Firing => {
-                    let (_, payload) = v.contents(s);
-                    if v.free(s, word) {
-                        interrupted.push(payload);
+                    // Left FIRING until `take_interrupted` frees it: an owner killed before
+                    // taking it leaves it to the next.
+                    let (g, _, _) = unpack(word);
+                    if !interrupted.contains(&(s, g)) {
+                        interrupted.push((s, g));
                         r.interrupted += 1;
                     }
                 }
@@ -231,14 +260,32 @@ impl Advancer {
             }
         }
         v.count(layout::W_RECLAIMED, r.reclaimed as u64);
-        v.count(layout::W_INTERRUPTED, r.interrupted as u64);
         r
     }
 
-    /// Payloads whose fire a dead owner had begun and not finished: each may or may not have
-    /// been handled there. A handler that records idempotently can simply handle them again.
+    /// Payloads whose fire was begun and not finished, by a dead owner or by a handler of this
+    /// one that panicked: each may or may not have been handled. A handler that records
+    /// idempotently can simply handle them again. Their slots stay `FIRING` (and reserved) until
+    /// this call frees them, so an owner killed before calling it leaves them to the next owner.
     pub fn take_interrupted(&mut self) -> Vec<u64> {
-        std::mem::take(&mut self.interrupted)
+        let v = self.client.view();
+        let mut freed = Freed::default();
+        let mut payloads = Vec::with_capacity(self.interrupted.len());
+        for (s, g) in self.interrupted.drain(..) {
+            let word = pack(g, Tag::Firing, 0);
+            // Acquire: the payload the scheduler published before PENDING (then FIRING) is seen.
+            if v.state(s).load(Ordering::Acquire) != word {
+                // Only an overwritten set moves a FIRING word behind the owner's back.
+                continue;
+            }
+            let (_, payload) = v.contents(s);
+            if v.retire(s, word, &mut freed) {
+                payloads.push(payload);
+            }
+        }
+        v.push_freed(&mut freed);
+        v.count(layout::W_INTERRUPTED, payloads.len() as u64);
+        payloads
     }
 
     /// The earliest tick at which something may be due in the index (`None`: nothing indexed).
@@ -248,14 +295,14 @@ impl Advancer {
 
     /// True if the last turn ended by finding marks that arrived after it took them (its fd is
     /// then left readable, so the loop turns again at once). For models of the wake protocol.
-    #[doc(hidden)]
+    #[cfg(feature = "test-hooks")]
     pub fn marks_before_sleep(&self) -> bool {
         self.marks_before_sleep
     }
 
     /// Drops the advancer as a killed owner would leave the set: the owner word still names
     /// this process. For tests and models only.
-    #[doc(hidden)]
+    #[cfg(feature = "test-hooks")]
     pub fn crash(mut self) {
         self.crashed = true;
     }
@@ -318,6 +365,7 @@ impl Advancer {
     fn publish_sleep(&mut self) -> bool {
         let v = self.client.view();
         let until = self.wheel.next_expiry().unwrap_or(u64::MAX);
+        hooks::store_point();
         // Relaxed: ordered by the fence below.
         v.word(layout::W_NEXT_WAKE).store(until, Ordering::Relaxed);
         // SeqCst fence: with the scheduler's fence between its mark and its load of this word,
@@ -352,6 +400,7 @@ impl Drop for Advancer {
             return;
         }
         let v = self.client.view();
+        hooks::store_point();
         // Relaxed: no owner, nobody to wake; a new owner publishes its own value.
         v.word(layout::W_NEXT_WAKE).store(0, Ordering::Relaxed);
         let _ = v.swap_owner(self.client.me.word(), 0);
@@ -362,16 +411,27 @@ impl Drop for Advancer {
 /// during recovery). Freed slots go into `freed`.
 fn reconcile(
     v: &View<'_>,
-    wheel: &mut Wheel<u32>,
+    wheel: &mut Wheel<u64>,
     index: &mut [u64],
     s: u32,
     word: u64,
     freed: &mut Freed,
 ) {
-    match unpack(word).1 {
-        Tag::Pending if index[s as usize] == 0 => {
+    let (g, tag, _) = unpack(word);
+    match tag {
+        Tag::Pending => {
+            let entry = u64::from(g) << 32 | u64::from(s);
+            let id = index[s as usize];
+            if id != 0 {
+                let id = TimerId::from_bits(id - 1);
+                if wheel.get(id) == Some(&entry) {
+                    return;
+                }
+                // Indexed at another generation: only an overwritten set gets here.
+                wheel.cancel(id);
+            }
             let (deadline, _) = v.contents(s);
-            let Ok(id) = wheel.insert(deadline, s) else {
+            let Ok(id) = wheel.insert(deadline, entry) else {
                 unreachable!("the owner's wheel is unbounded");
             };
             index[s as usize] = id.to_bits() + 1;
@@ -387,22 +447,27 @@ fn reconcile(
     }
 }
 
-/// Fires slot `s`, which the wheel says is due: true if the handler ran.
-fn fire(v: &View<'_>, s: u32, handler: &mut impl FnMut(u64), freed: &mut Freed) -> bool {
-    // Relaxed: the generation is only compared by the CAS, which reads the latest value anyway.
-    let (g, _, _) = unpack(v.state(s).load(Ordering::Relaxed));
+/// Fires slot `s` at generation `g`, which the wheel says is due: true if the handler ran, false
+/// if a cancel won; `Err` with the handler's panic, the slot left `FIRING`.
+fn fire(
+    v: &View<'_>,
+    s: u32,
+    g: u32,
+    handler: &mut impl FnMut(u64),
+    freed: &mut Freed,
+) -> std::thread::Result<bool> {
     match v.start_fire(s, g) {
         Ok(payload) => {
             v.count(layout::W_FIRED, 1);
-            handler(payload);
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(payload)))?;
             v.retire(s, pack(g, Tag::Firing, 0), freed);
-            true
+            Ok(true)
         }
         Err(word) => {
             if unpack(word).1 == Tag::Cancelled {
                 v.retire(s, word, freed);
             }
-            false
+            Ok(false)
         }
     }
 }
@@ -489,6 +554,7 @@ impl Drop for Waker {
         // Release: the helper's Acquire load sees it after the wake below.
         self.stop.store(true, Ordering::Release);
         let v = self.segment.view();
+        hooks::store_point();
         // Release: moves the word so the helper's FUTEX_WAIT cannot sleep on the old value.
         v.word(layout::W_WAKE).fetch_add(1, Ordering::Release);
         // SAFETY: the word is in our live mapping, 4-byte aligned.

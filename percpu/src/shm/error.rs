@@ -43,6 +43,9 @@ pub enum Error {
     /// Every record of the process registry is taken (1024 records; the owner clears the records
     /// of dead processes when it looks for them, every 100 ms while it turns).
     RegistryFull,
+    /// A shared word holds a value no correct process writes (says which): the set's memory was
+    /// overwritten.
+    Corrupt(&'static str),
     /// A system call failed.
     Io(io::Error),
 }
@@ -57,6 +60,7 @@ impl Error {
                 | Error::Truncated { .. }
                 | Error::SizeMismatch { .. }
                 | Error::BadHeader(_)
+                | Error::Corrupt(_)
         )
     }
 
@@ -88,6 +92,7 @@ impl fmt::Display for Error {
                 write!(f, "process {owner_pid} is advancing this timer set")
             }
             Error::RegistryFull => f.write_str("the timer set's process registry is full"),
+            Error::Corrupt(what) => write!(f, "shared timer set is corrupt: {what}"),
             Error::Io(e) => write!(f, "shared timer set: {e}"),
         }
     }
@@ -108,21 +113,43 @@ impl From<io::Error> for Error {
     }
 }
 
-/// A schedule that found every slot in use; the payload comes back inside.
+/// A schedule that did not happen; the payload comes back inside.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Full(pub u64);
+#[non_exhaustive]
+pub enum ScheduleError {
+    /// Every slot was in use.
+    Full(u64),
+    /// The free stack holds links no correct process writes (the set's memory was overwritten):
+    /// nothing was scheduled. The owner's next recovery cuts the stack and re-issues its slots.
+    Corrupt(u64),
+}
 
-impl Full {
+impl ScheduleError {
     /// The payload that was not scheduled.
     pub fn into_inner(self) -> u64 {
-        self.0
+        match self {
+            ScheduleError::Full(p) | ScheduleError::Corrupt(p) => p,
+        }
+    }
+
+    /// True if every slot was in use.
+    pub fn is_full(&self) -> bool {
+        matches!(self, ScheduleError::Full(_))
+    }
+
+    /// True if the set was found overwritten.
+    pub fn is_corrupt(&self) -> bool {
+        matches!(self, ScheduleError::Corrupt(_))
     }
 }
 
-impl fmt::Display for Full {
+impl fmt::Display for ScheduleError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("every slot of the shared timer set is in use")
+        f.write_str(match self {
+            ScheduleError::Full(_) => "every slot of the shared timer set is in use",
+            ScheduleError::Corrupt(_) => "the shared timer set's free stack is corrupt",
+        })
     }
 }
 
-impl std::error::Error for Full {}
+impl std::error::Error for ScheduleError {}

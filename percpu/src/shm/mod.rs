@@ -63,7 +63,9 @@
 //! | scheduler: `PENDING` store and dirty bit (or between bitmap levels) | armed slot not indexed; a leaf word that swallows later marks | recovery: bitmap swept, slot indexed |
 //! | canceller: CAS and dirty bit                  | `CANCELLED` slot still indexed     | the owner frees it when its deadline comes (fire CAS fails) or in recovery |
 //! | owner: anywhere                               | owner word names a dead process    | takeover: one CAS, then a full scan rebuilds the index |
-//! | owner: fire CAS and handler's end             | `FIRING(g)` slot                   | the next owner frees it and hands its payload over as *interrupted* ([`Advancer::take_interrupted`]): it may or may not have been handled |
+//! | owner: fire CAS and handler's end             | `FIRING(g)` slot                   | the next owner hands its payload over as *interrupted* ([`Advancer::take_interrupted`]): it may or may not have been handled |
+//! | owner: found a `FIRING` slot, before `take_interrupted` freed it | `FIRING(g)` slot, still    | the same: the slot stays `FIRING` until a live owner's `take_interrupted` frees it, so the payload passes to each next owner until one takes it |
+//! | (not a kill) a handler panics, the caller catches it | `FIRING(g)` slot             | the turn keeps the slot for its own `take_interrupted`, pushes the slots it freed, and re-raises the panic |
 //! | owner: freeing CAS and the turn's stack push  | `FREE` slots on no stack           | recovery scan: re-issued |
 //!
 //! Recovery runs when a process takes over advancing, when the owner sees a registered process
@@ -73,8 +75,9 @@
 //! never lost, and every other process carries on: nobody waits for anybody.
 //!
 //! Ownership: the owner word holds the owner's pid and start time. [`Client::advancer`] claims it
-//! by CAS when it is zero, or when the process it names is gone (pid missing, a zombie, or a pid
-//! now running a process with another start time: see `proc` for how pid reuse is handled).
+//! by CAS when it is zero, or when the process it names is gone (pid missing, every thread of it
+//! exited, or a pid now running a process with another start time: see `proc` for how pid reuse
+//! and unreadable `/proc` entries are handled).
 //!
 //! # Waking the owner
 //!
@@ -100,15 +103,30 @@
 //! Slot pages are touched only once used. The owner also keeps, privately, 8 bytes per slot of
 //! index and the wheel's 32 bytes per pending timer.
 //!
+//! # Files and truncation
+//!
+//! Every process that maps a set trusts every process that can write its file or memfd. Random
+//! bytes written into the mapping are checked where they could do harm: every index and link
+//! read from it is checked before use and every walk over shared links is bounded, so an
+//! overwritten set gives errors ([`ScheduleError::Corrupt`], [`Error::Corrupt`]) and late or
+//! lost timers, never a panic, a hang, or a fire of a timer whose own record was untouched
+//! before its deadline, twice, or after its cancel returned true. Shrinking the file is
+//! another matter: a process that truncates it takes the pages from under every mapping, and
+//! each mapped process dies of `SIGBUS` at its next touch of a lost page (the kernel has no
+//! other answer). [`Segment::memfd`] seals its memfd against shrinking; a file cannot be
+//! sealed, so give write access to a set's file only to processes you trust with it.
+//!
 //! # Given up
 //!
 //! - Deadlines are fixed once scheduled (no reset): a reset would need a second state per slot.
-//! - A wake-up can come late, never be lost for good: a scheduler whose dirty bit lands in a leaf
-//!   word that another process has just made non-zero leaves the upper levels to that process. If
-//!   that process is preempted between its two bitmap writes while the owner decides to sleep, the
-//!   owner sees the first scheduler's timer only at its next wake-up: its next expiry, another
-//!   schedule's wake, or the 100 ms liveness look, whichever is first. Only a timer due before the
-//!   owner's next expiry is affected; the loom model of the wake-up has one scheduler.
+//! - A stalled process can delay other processes' timers without bound. A scheduler whose dirty
+//!   bit lands in a leaf word that another process has just made non-zero leaves the upper levels
+//!   to that process. While that process sits between its two bitmap writes (preempted, or
+//!   stopped with `SIGSTOP`), the owner's turns do not see the leaf word, so every timer marked
+//!   into those 64 slots meanwhile is late: it fires once the stalled process makes its next
+//!   write, or at the next recovery (a takeover, a registered process seen dead, or
+//!   [`Advancer::recover`], which sweeps every bitmap word), not by any bound of its own. The
+//!   loom model of the wake-up has one scheduler.
 //! - All processes must share one pid namespace (liveness is judged by pid and start time).
 //! - Generations are 32 bits: a handle kept across 2^32 re-uses of its slot could match again.
 //! - A set in a file is shared memory, not a database: after a machine crash its contents are
@@ -116,6 +134,10 @@
 
 mod advance;
 mod error;
+#[cfg(feature = "test-hooks")]
+pub mod hooks;
+#[cfg(not(feature = "test-hooks"))]
+mod hooks;
 mod layout;
 mod map;
 mod proc;
@@ -129,7 +151,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use advance::{Advancer, Recovery};
-pub use error::{Error, Full};
+pub use error::{Error, ScheduleError};
 pub use layout::{Geometry, HEADER_BYTES, MAX_CAPACITY, SLOT_BYTES, bytes_for};
 pub use tickwheel::Mode;
 
@@ -137,7 +159,7 @@ use crate::sync::{Arc, Ordering, fence};
 use layout::Layout;
 use map::Memory;
 use proc::Liveness;
-use table::{Ident, View};
+use table::{Ident, Pop, View};
 
 /// How a set is made: capacity, wheel geometry, clock, file permissions.
 #[derive(Clone, Debug)]
@@ -261,16 +283,20 @@ impl Segment {
 
     /// A set in a new memfd; pass [`fd`](Segment::fd) to another process (`SCM_RIGHTS`, or
     /// inheritance across `exec` after clearing close-on-exec) and open it there with
-    /// [`from_fd`](Segment::from_fd).
+    /// [`from_fd`](Segment::from_fd). The memfd is sealed against shrinking (`F_SEAL_SHRINK`):
+    /// no holder of the fd can cut the mapping short (see [Files](self#files-and-truncation)).
     pub fn memfd(config: &Config, name: &str) -> Result<Segment, Error> {
         let name =
             CString::new(name).map_err(|_| Error::InvalidConfig("name contains a NUL byte"))?;
         let fd = crate::sys::memfd_create(&name)?;
-        Self::create(config, Some(fd), None)
+        let segment = Self::create(config, Some(fd), None)?;
+        crate::sys::seal_shrink(segment.fd().expect("a memfd set has its fd"))?;
+        Ok(segment)
     }
 
     /// A set in a new file at `path`, created with `O_EXCL | O_NOFOLLOW` and
-    /// [`Config::file_mode`]: fails if anything (a symlink included) is already there.
+    /// [`Config::file_mode`]: fails if anything (a symlink included) is already there. As with
+    /// [`open_file`](Segment::open_file), directories on the way are resolved as usual.
     pub fn create_file(path: impl AsRef<Path>, config: &Config) -> Result<Segment, Error> {
         let path = path.as_ref();
         config.geometry()?;
@@ -285,8 +311,10 @@ impl Segment {
         }
     }
 
-    /// Opens the set in the file at `path` (never following a symlink). The geometry is the one
-    /// stored in the file's header; see [`geometry`](Segment::geometry).
+    /// Opens the set in the file at `path` with `O_NOFOLLOW`: a symlink as the last component is
+    /// refused, while directories on the way are resolved as usual (symlinks among them
+    /// followed), as any `open` does. The geometry is the one stored in the file's header; see
+    /// [`geometry`](Segment::geometry).
     pub fn open_file(path: impl AsRef<Path>) -> Result<Segment, Error> {
         let path = path.as_ref();
         let fd = crate::sys::open_existing(&c_path(path)?)?;
@@ -398,6 +426,10 @@ impl Segment {
                 actual: size,
             });
         }
+        let free_head = read(layout::W_FREE_HEAD) as u32;
+        if free_head != table::NIL && free_head as usize >= geometry.capacity {
+            return Err(Error::Corrupt("the free-stack head names no slot"));
+        }
         let set = read(layout::W_SET);
         Ok(Segment {
             inner: Arc::new(Inner {
@@ -455,14 +487,14 @@ impl Segment {
 
     /// Attaches as process `pid` (start time 0), for tests that stand threads in for processes;
     /// pair it with [`with_liveness_probe`](Segment::with_liveness_probe).
-    #[doc(hidden)]
+    #[cfg(feature = "test-hooks")]
     pub fn attach_as(&self, pid: u32) -> Result<Client, Error> {
         self.attach_ident(Ident { pid, start: 0 })
     }
 
     /// Judges liveness with `probe(pid)` instead of `/proc`, for tests that stand threads in for
     /// processes. Only on a segment not yet attached to (the segment must be the only clone).
-    #[doc(hidden)]
+    #[cfg(feature = "test-hooks")]
     pub fn with_liveness_probe(
         mut self,
         probe: std::sync::Arc<dyn Fn(u32) -> bool + Send + Sync>,
@@ -476,7 +508,7 @@ impl Segment {
 
     /// How many times schedulers have woken the owner (the futex word), for models of the wake
     /// protocol.
-    #[doc(hidden)]
+    #[cfg(feature = "test-hooks")]
     pub fn wake_count(&self) -> u64 {
         // Acquire: as the owner's helper thread reads it.
         self.view().word(layout::W_WAKE).load(Ordering::Acquire)
@@ -545,7 +577,8 @@ pub struct Stats {
     pub reclaimed: u64,
     /// Times a process took advancing over from a dead owner.
     pub takeovers: u64,
-    /// Fires a dead owner had begun and not finished (handed to the next owner).
+    /// Fires begun and not finished (by a dead owner, or a handler that panicked) whose payloads
+    /// [`Advancer::take_interrupted`] handed over.
     pub interrupted: u64,
 }
 
@@ -612,26 +645,33 @@ impl Client {
     }
 
     /// Schedules `payload` to fire at tick `deadline` (one at or before `now()` fires at the
-    /// owner's next turn). On a full set the payload comes back in [`Full`].
-    pub fn schedule_at(&self, deadline: u64, payload: u64) -> Result<Handle, Full> {
+    /// owner's next turn). On a full set, or one whose free stack was overwritten, the payload
+    /// comes back in the [`ScheduleError`].
+    pub fn schedule_at(&self, deadline: u64, payload: u64) -> Result<Handle, ScheduleError> {
         let v = self.view();
         let holder = self.me.holder();
         let mut waits = 0;
+        let mut lost = 0;
         let (slot, generation) = loop {
             match v.pop_free() {
-                Some((s, g)) if v.claim(s, g, holder) => break (s, g),
+                Pop::Slot(s, g) if v.claim(s, g, holder) => break (s, g),
                 // Re-issued by recovery, or taken by a claimer that popped it before recovery
                 // re-issued it: this stack entry is spent, pop again. A re-issued slot reaches
                 // the stack a moment after its generation moved: wait for it (a few times) before
-                // calling the set full.
-                Some(_) => waits = 1,
-                None if (1..RECOVERY_WAITS).contains(&waits) => {
+                // calling the set full. Each lost claim needs a recovery between one pop and its
+                // claim; a run of `LOST_CLAIMS` of them is a stack that loops.
+                Pop::Slot(..) if lost < LOST_CLAIMS => {
+                    lost += 1;
+                    waits = 1;
+                }
+                Pop::Slot(..) | Pop::Corrupt => return Err(ScheduleError::Corrupt(payload)),
+                Pop::Empty if (1..RECOVERY_WAITS).contains(&waits) => {
                     waits += 1;
                     crate::sync::yield_now();
                 }
-                None => {
+                Pop::Empty => {
                     v.count(layout::W_FULL, 1);
-                    return Err(Full(payload));
+                    return Err(ScheduleError::Full(payload));
                 }
             }
         };
@@ -648,7 +688,7 @@ impl Client {
 
     /// Schedules `payload` to fire `delay` from now, rounded up to a tick (never early). A manual
     /// clock's ticks have no length; there the delay counts milliseconds as ticks.
-    pub fn schedule_after(&self, delay: Duration, payload: u64) -> Result<Handle, Full> {
+    pub fn schedule_after(&self, delay: Duration, payload: u64) -> Result<Handle, ScheduleError> {
         let deadline = match self.segment.inner.geometry.tick {
             None => self
                 .now()
@@ -683,7 +723,8 @@ impl Client {
     /// Timers scheduled and neither fired nor cancelled, from the counters (see [`Stats`]).
     pub fn len(&self) -> usize {
         let s = self.stats();
-        s.scheduled.saturating_sub(s.cancelled + s.fired) as usize
+        s.scheduled
+            .saturating_sub(s.cancelled.saturating_add(s.fired)) as usize
     }
 
     /// True if [`len`](Client::len) is 0.
@@ -722,6 +763,7 @@ impl Client {
         fence(Ordering::SeqCst);
         // Relaxed: ordered by the fence.
         if deadline < v.word(layout::W_NEXT_WAKE).load(Ordering::Relaxed) {
+            hooks::store_point();
             // Release: the owner's helper thread loads the counter with Acquire.
             v.word(layout::W_WAKE).fetch_add(1, Ordering::Release);
             #[cfg(not(loom))]
@@ -735,7 +777,7 @@ impl Client {
 
 /// Where a simulated crash stops a schedule: the state a process killed at that instant leaves.
 /// For tests and models only.
-#[doc(hidden)]
+#[cfg(feature = "test-hooks")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CrashPoint {
     /// The slot is off the free stack, not yet claimed.
@@ -751,10 +793,12 @@ pub enum CrashPoint {
 impl Client {
     /// Runs a schedule up to `at` and stops there, as if the process were killed; the handle the
     /// operation would have returned, if it got that far. For tests and models only.
-    #[doc(hidden)]
+    #[cfg(feature = "test-hooks")]
     pub fn schedule_crashing(&self, at: CrashPoint, deadline: u64, payload: u64) -> Option<Handle> {
         let v = self.view();
-        let (slot, generation) = v.pop_free()?;
+        let Pop::Slot(slot, generation) = v.pop_free() else {
+            return None;
+        };
         let handle = Handle {
             set: self.segment.inner.set,
             slot,
@@ -775,13 +819,13 @@ impl Client {
 
     /// Drops the client as a killed process would leave it: still in the registry. For tests and
     /// models only.
-    #[doc(hidden)]
+    #[cfg(feature = "test-hooks")]
     pub fn crash(mut self) {
         self.record = None;
     }
 
     /// A cancel stopped right after its CAS (no mark, no count). For tests and models only.
-    #[doc(hidden)]
+    #[cfg(feature = "test-hooks")]
     pub fn cancel_crashing(&self, handle: Handle) -> bool {
         handle.set == self.segment.inner.set
             && (handle.slot as usize) < self.segment.inner.layout.capacity
@@ -792,6 +836,10 @@ impl Client {
 /// How many times a schedule that lost a slot to recovery waits for the re-issued slot to reach
 /// the free stack before it reports the set full.
 const RECOVERY_WAITS: u32 = 64;
+
+/// Claims one schedule may lose in a row (each to a recovery that re-issued the slot it had
+/// popped) before it calls the free stack corrupt: a few milliseconds of a looping stack.
+const LOST_CLAIMS: u32 = 1 << 16;
 
 /// `CLOCK_MONOTONIC` in nanoseconds.
 fn monotonic_ns() -> u64 {

@@ -3,8 +3,12 @@
 //! A pid alone is not an identity: once a process dies its pid is given to the next one that
 //! asks. The kernel's start time of a process (field 22 of `/proc/<pid>/stat`, clock ticks since
 //! boot) is fixed for its life, and no two processes with one pid share it while the machine is
-//! up. A process is alive when `/proc/<pid>/stat` exists, is not a zombie (`Z`) or dead (`X`),
-//! and has the recorded start time. Words that cannot hold all of it keep fewer bits: the owner
+//! up. A process is alive when `kill(pid, 0)` finds it, it has the recorded start time, and
+//! some thread of its group has not exited: the leader's state letter is not enough, since it
+//! reads zombie (`Z`) once the main thread has exited while other threads run on, so then every
+//! `/proc/<pid>/task/<tid>/stat` is read. Whatever cannot be read (a `hidepid` mount, another
+//! user's process) counts as alive: that only delays recovery, while the other answer would take
+//! over a live owner or free a live holder's slot. Words that cannot hold all of it keep fewer bits: the owner
 //! and registry words keep 32 bits of start time; a slot's holder field keeps 7. A pid reused by
 //! a process whose start time agrees in those bits passes for the dead one: for the owner word
 //! that takes a reuse in the same tick modulo 2^32 ticks (about 497 days at 100 Hz); for a holder
@@ -12,6 +16,7 @@
 //! a live process is never taken for dead.
 
 use std::io;
+use std::path::Path;
 
 use super::table::Ident;
 
@@ -38,24 +43,59 @@ pub(crate) fn parse_stat(stat: &str) -> Option<(char, u64)> {
 
 /// Alive, with a start time whose low `bits` bits are `start`.
 pub(crate) fn alive_on_proc(pid: u32, start: u64, bits: u32) -> bool {
+    alive_in(Path::new("/proc"), pid, start, bits)
+}
+
+/// [`alive_on_proc`] reading `root` as `/proc` (tests point it at a directory of their own).
+fn alive_in(root: &Path, pid: u32, start: u64, bits: u32) -> bool {
     if pid == 0 || !crate::sys::process_exists(pid) {
         return false;
     }
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
+    let dir = root.join(pid.to_string());
+    // Unreadable (hidepid, another user's process) or unparsable: alive is the safe answer (it
+    // only delays recovery); a process that really went is found gone by `kill` next time.
+    let Some((state, now)) = std::fs::read_to_string(dir.join("stat"))
+        .ok()
+        .and_then(|stat| parse_stat(&stat))
+    else {
+        return true;
     };
-    match parse_stat(&stat) {
-        Some((state, now)) => {
-            let mask = if bits >= 64 {
-                u64::MAX
-            } else {
-                (1 << bits) - 1
-            };
-            !matches!(state, 'Z' | 'X' | 'x') && now & mask == start & mask
-        }
-        // Unreadable but present: alive is the safe answer (it only delays recovery).
-        None => true,
+    let mask = if bits >= 64 {
+        u64::MAX
+    } else {
+        (1 << bits) - 1
+    };
+    if now & mask != start & mask {
+        return false;
     }
+    // The leader's letter speaks for the leader thread only: once the main thread has exited it
+    // reads `Z` while other threads of the group run on.
+    !exited(state) || any_thread_runs(&dir)
+}
+
+/// A zombie or dead task.
+fn exited(state: char) -> bool {
+    matches!(state, 'Z' | 'X' | 'x')
+}
+
+/// True if some thread of the group in `dir` (a `/proc/<pid>` directory) has not exited, or if
+/// that cannot be read (the safe answer again).
+fn any_thread_runs(dir: &Path) -> bool {
+    let Ok(tasks) = std::fs::read_dir(dir.join("task")) else {
+        return true;
+    };
+    for task in tasks {
+        let Ok(task) = task else { return true };
+        match std::fs::read_to_string(task.path().join("stat"))
+            .ok()
+            .and_then(|stat| parse_stat(&stat))
+        {
+            Some((state, _)) if exited(state) => {}
+            // Running, or unreadable: alive.
+            _ => return true,
+        }
+    }
+    false
 }
 
 /// A test's own answer to "is `pid` alive?" (threads standing in for processes).
@@ -106,6 +146,21 @@ mod tests {
         assert!(alive_on_proc(me.pid, me.start & 0x7f, 7));
         assert!(!alive_on_proc(me.pid, me.start + 1, 64));
         assert!(!alive_on_proc(0, 0, 64));
+    }
+
+    #[test]
+    fn an_unreadable_stat_of_a_live_pid_is_alive() {
+        // A `/proc` whose stat cannot be read (hidepid, another user): here a directory where
+        // the file should be, which even root cannot read as a file.
+        let root = std::env::temp_dir().join(format!("tickwheel-proc-{}", std::process::id()));
+        let me = current().unwrap();
+        std::fs::create_dir_all(root.join(me.pid.to_string()).join("stat")).unwrap();
+        let alive = alive_in(&root, me.pid, me.start, 64);
+        std::fs::remove_dir_all(&root).unwrap();
+        assert!(
+            alive,
+            "a live process whose stat is unreadable was judged dead"
+        );
     }
 
     #[test]

@@ -50,6 +50,7 @@
 
 use crate::sync::{AtomicU64, Ordering};
 
+use super::hooks;
 use super::layout::{self, Layout, MARK_BITS};
 
 /// End of a list, and "no slot".
@@ -149,6 +150,17 @@ fn head(tag: u32, index: u32) -> u64 {
     u64::from(tag) << 32 | u64::from(index)
 }
 
+/// What [`View::pop_free`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pop {
+    /// A slot and the generation it was pushed with.
+    Slot(u32, u32),
+    /// Every slot is in use.
+    Empty,
+    /// The stack names no slot: the set's memory was overwritten.
+    Corrupt,
+}
+
 /// Slots the owner has retired (made `FREE`) and not yet pushed: a chain through their links.
 #[derive(Debug)]
 pub(crate) struct Freed {
@@ -195,36 +207,59 @@ impl<'a> View<'a> {
     /// Adds to a statistics counter. Relaxed: counters order nothing.
     #[inline]
     pub(crate) fn count(&self, at: usize, n: u64) {
+        hooks::store_point();
         self.word(at).fetch_add(n, Ordering::Relaxed);
     }
 
     // ---- allocation ----
 
     /// Takes a free slot: `(slot, generation it was pushed with)`, from the stack or, once that
-    /// is empty, from the never-used range. `None` when every slot is in use.
-    pub(crate) fn pop_free(&self) -> Option<(u32, u32)> {
+    /// is empty, from the never-used range. [`Pop::Corrupt`] if the head or the link it would
+    /// install names no slot (no correct process writes one).
+    pub(crate) fn pop_free(&self) -> Pop {
         let top = self.word(layout::W_FREE_HEAD);
         // Acquire: pairs with the owner's Release push, so the node's link is visible.
         let mut cur = top.load(Ordering::Acquire);
         loop {
             let index = cur as u32;
-            if index == NIL || index as usize >= self.capacity() {
+            if index == NIL {
                 break;
+            }
+            if !self.is_slot(index) {
+                return Pop::Corrupt;
             }
             // Relaxed: ordered by the Acquire load of the head that named this node. If the node
             // was popped and pushed again since, the tag moved on and the CAS below fails.
             let link = self.field(index, 3).load(Ordering::Relaxed);
-            let next = head((cur >> 32) as u32 + 1, link as u32);
+            if link as u32 != NIL && !self.is_slot(link as u32) {
+                // Checked before it becomes the head. Every link a correct owner writes names a
+                // slot or NIL, so even a stale read (the node popped and pushed again meanwhile,
+                // and the CAS below then fails) passes this check.
+                return Pop::Corrupt;
+            }
+            let next = head(((cur >> 32) as u32).wrapping_add(1), link as u32);
+            hooks::store_point();
             // Acquire on failure too: the new head's link must be visible on the next round.
             match top.compare_exchange_weak(cur, next, Ordering::Acquire, Ordering::Acquire) {
-                Ok(_) => return Some((index, (link >> 32) as u32)),
+                Ok(_) => return Pop::Slot(index, (link >> 32) as u32),
                 Err(now) => cur = now,
             }
         }
+        hooks::store_point();
         // Relaxed: the counter only hands out indices; the slot's own word (zero: FREE(0)) is
         // then claimed by CAS. Fetch-add past capacity is harmless: the value is only compared.
         let fresh = self.word(layout::W_BUMP).fetch_add(1, Ordering::Relaxed);
-        (fresh < self.capacity() as u64).then_some((fresh as u32, 0))
+        if fresh < self.capacity() as u64 {
+            Pop::Slot(fresh as u32, 0)
+        } else {
+            Pop::Empty
+        }
+    }
+
+    /// True if `s` names a slot of this set.
+    #[inline]
+    pub(crate) fn is_slot(&self, s: u32) -> bool {
+        (s as usize) < self.capacity()
     }
 
     /// Slots ever handed out by the bump counter (recovery scans these).
@@ -234,6 +269,7 @@ impl<'a> View<'a> {
 
     /// `FREE(g)` → `HELD(g, holder)`. False if the slot was re-issued or taken meanwhile.
     pub(crate) fn claim(&self, s: u32, g: u32, holder: u32) -> bool {
+        hooks::store_point();
         // Acquire: see the module doc (the new holder's writes follow the owner's last read).
         self.state(s)
             .compare_exchange(
@@ -247,9 +283,12 @@ impl<'a> View<'a> {
 
     /// Writes deadline and payload of a held slot and publishes it as `PENDING(g)`.
     pub(crate) fn arm(&self, s: u32, g: u32, deadline: u64, payload: u64) {
+        hooks::store_point();
         // Relaxed: published by the Release store of the state word just below.
         self.field(s, 1).store(deadline, Ordering::Relaxed);
+        hooks::store_point();
         self.field(s, 2).store(payload, Ordering::Relaxed);
+        hooks::store_point();
         // Release: the owner's Acquire load of the state then sees deadline and payload. A store,
         // not a CAS: only the holder writes a HELD word, and recovery frees it only once the
         // holder is dead.
@@ -259,6 +298,7 @@ impl<'a> View<'a> {
 
     /// `PENDING(g)` → `CANCELLED(g)`. True: the timer will never fire.
     pub(crate) fn cancel(&self, s: u32, g: u32) -> bool {
+        hooks::store_point();
         // Relaxed: the race with the fire CAS is decided by this word's modification order alone;
         // the mark that follows is what tells the owner, with its own ordering.
         self.state(s)
@@ -273,6 +313,7 @@ impl<'a> View<'a> {
 
     /// Owner: `PENDING(g)` → `FIRING(g)`. `Err(word)` if a cancel won (or the word moved).
     pub(crate) fn start_fire(&self, s: u32, g: u32) -> Result<u64, u64> {
+        hooks::store_point();
         // Acquire: reads the payload the scheduler published with its Release store.
         self.state(s)
             .compare_exchange(
@@ -308,6 +349,7 @@ impl<'a> View<'a> {
     pub(crate) fn retire(&self, s: u32, word: u64, batch: &mut Freed) -> bool {
         let (g, _, _) = unpack(word);
         let next = g.wrapping_add(1);
+        hooks::store_point();
         // Release: the next holder's Acquire claim follows our reads of the old contents.
         let ok = self
             .state(s)
@@ -319,6 +361,7 @@ impl<'a> View<'a> {
             )
             .is_ok();
         if ok {
+            hooks::store_point();
             // Relaxed: published by the Release CAS of `push_freed`.
             self.field(s, 3).store(
                 u64::from(next) << 32 | u64::from(batch.first),
@@ -345,9 +388,11 @@ impl<'a> View<'a> {
         // Relaxed: the head's value only feeds the CAS; nothing is read through it here.
         let mut cur = top.load(Ordering::Relaxed);
         loop {
+            hooks::store_point();
             // Relaxed: published by the Release CAS below.
             last.store(generation | (cur & 0xffff_ffff), Ordering::Relaxed);
-            let new = head((cur >> 32) as u32 + 1, batch.first);
+            let new = head(((cur >> 32) as u32).wrapping_add(1), batch.first);
+            hooks::store_point();
             // Release: a popper that reads this head also reads every link of the chain.
             match top.compare_exchange_weak(cur, new, Ordering::Release, Ordering::Relaxed) {
                 Ok(_) => break,
@@ -359,22 +404,32 @@ impl<'a> View<'a> {
 
     /// Owner only: the slots reachable from the free stack's head, as a bitset. Only the owner
     /// pushes, so while it walks the chain can only lose nodes from its front, never gain any:
-    /// a slot not in the walk is on no stack. Stops after `capacity` steps (a cycle means a
-    /// corrupted set).
+    /// a slot not in the walk is on no stack. A chain that loops or names no slot (only an
+    /// overwritten set has one) is cut: the head is set to empty and an empty bitset returned,
+    /// so recovery re-issues every free slot (a popper of the old chain then fails its claim).
     pub(crate) fn walk_free(&self) -> Vec<u64> {
         let mut seen = vec![0u64; self.capacity().div_ceil(64)];
+        let top = self.word(layout::W_FREE_HEAD);
         // Acquire: the links of the nodes on the stack are visible.
-        let mut at = self.word(layout::W_FREE_HEAD).load(Ordering::Acquire) as u32;
-        let mut steps = 0;
-        while at != NIL && (at as usize) < self.capacity() && steps < self.capacity() {
+        let mut cur = top.load(Ordering::Acquire);
+        let mut at = cur as u32;
+        while at != NIL {
             let bit = 1u64 << (at % 64);
-            if seen[at as usize / 64] & bit != 0 {
-                break;
+            if !self.is_slot(at) || seen[at as usize / 64] & bit != 0 {
+                seen.iter_mut().for_each(|w| *w = 0);
+                loop {
+                    let empty = head(((cur >> 32) as u32).wrapping_add(1), NIL);
+                    hooks::store_point();
+                    // Acquire: as the load above (a racing pop moved the head).
+                    match top.compare_exchange(cur, empty, Ordering::Acquire, Ordering::Acquire) {
+                        Ok(_) => return seen,
+                        Err(now) => cur = now,
+                    }
+                }
             }
             seen[at as usize / 64] |= bit;
             // Relaxed: only the owner (the caller) writes links.
             at = self.field(at, 3).load(Ordering::Relaxed) as u32;
-            steps += 1;
         }
         seen
     }
@@ -391,6 +446,7 @@ impl<'a> View<'a> {
         let mut index = s as usize;
         for &(start, _) in self.layout.levels.iter().take(levels) {
             let bit = 1u64 << (index % MARK_BITS);
+            hooks::store_point();
             // AcqRel: Release carries the state store (and every level below) to the owner's
             // swap; Acquire makes this RMW part of the chain of the previous marker of the word.
             let old = self.words[start + index / MARK_BITS].fetch_or(bit, Ordering::AcqRel);
@@ -417,17 +473,19 @@ impl<'a> View<'a> {
 
     fn take_word(&self, level: usize, w: usize, f: &mut impl FnMut(u32)) {
         let (start, _) = self.layout.levels[level];
+        hooks::store_point();
         // AcqRel: Acquire pairs with the markers' Release; Release keeps the swaps below after it.
         let mut bits = self.words[start + w].swap(0, Ordering::AcqRel);
         while bits != 0 {
             let b = bits.trailing_zeros() as usize;
             bits &= bits - 1;
             let child = w * MARK_BITS + b;
+            // Bits past the end of a level are written by no correct process: skipped.
             if level == 0 {
                 if child < self.capacity() {
                     f(child as u32);
                 }
-            } else {
+            } else if child < self.layout.levels[level - 1].1 {
                 self.take_word(level - 1, child, f);
             }
         }
@@ -443,6 +501,7 @@ impl<'a> View<'a> {
             for w in start..start + words {
                 // AcqRel: as in `take_word`; the scan's Acquire loads then see the marked states.
                 if self.words[w].load(Ordering::Relaxed) != 0 {
+                    hooks::store_point();
                     self.words[w].swap(0, Ordering::AcqRel);
                 }
             }
@@ -466,6 +525,7 @@ impl<'a> View<'a> {
 
     /// Owner word `expected` → `me`. One CAS: two claimers cannot both win.
     pub(crate) fn swap_owner(&self, expected: u64, me: u64) -> Result<(), u64> {
+        hooks::store_point();
         // AcqRel: Acquire as in `owner`; Release so a later claimer sees our state.
         self.word(layout::W_OWNER)
             .compare_exchange(expected, me, Ordering::AcqRel, Ordering::Acquire)
@@ -475,6 +535,7 @@ impl<'a> View<'a> {
     /// Puts `me` into a free registry record; its index, or `None` if all are taken.
     pub(crate) fn register(&self, me: u64) -> Option<usize> {
         (0..layout::REGISTRY).find(|&i| {
+            hooks::store_point();
             // Relaxed: the record is only ever read for liveness checks; no data hangs on it.
             self.word(layout::W_REGISTRY + i)
                 .compare_exchange(0, me, Ordering::Relaxed, Ordering::Relaxed)
@@ -484,6 +545,7 @@ impl<'a> View<'a> {
 
     /// Clears record `i` if it still holds `word`.
     pub(crate) fn unregister(&self, i: usize, word: u64) -> bool {
+        hooks::store_point();
         // Relaxed: as in `register`.
         self.word(layout::W_REGISTRY + i)
             .compare_exchange(word, 0, Ordering::Relaxed, Ordering::Relaxed)
@@ -543,9 +605,9 @@ mod tests {
             words: &w,
             layout: &l,
         };
-        let got: Vec<_> = (0..3).map(|_| v.pop_free().unwrap()).collect();
-        assert_eq!(got, [(0, 0), (1, 0), (2, 0)]);
-        assert_eq!(v.pop_free(), None);
+        let got: Vec<_> = (0..3).map(|_| v.pop_free()).collect();
+        assert_eq!(got, [Pop::Slot(0, 0), Pop::Slot(1, 0), Pop::Slot(2, 0)]);
+        assert_eq!(v.pop_free(), Pop::Empty);
         assert!(v.claim(1, 0, 5));
         assert!(!v.claim(1, 0, 5), "a claim is one CAS");
         v.arm(1, 0, 10, 99);
@@ -553,7 +615,7 @@ mod tests {
         assert!(!v.cancel(1, 0));
         let word = v.state(1).load(Ordering::Relaxed);
         assert!(v.free(1, word));
-        assert_eq!(v.pop_free(), Some((1, 1)));
+        assert_eq!(v.pop_free(), Pop::Slot(1, 1));
         assert!(!v.claim(1, 0, 5), "stale generation");
         assert!(v.claim(1, 1, 5));
     }
@@ -567,7 +629,7 @@ mod tests {
             layout: &l,
         };
         for _ in 0..130 {
-            v.pop_free().unwrap();
+            assert!(matches!(v.pop_free(), Pop::Slot(..)));
         }
         for s in [3, 70, 129] {
             assert!(v.free(s, 0));
