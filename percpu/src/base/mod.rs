@@ -75,7 +75,8 @@ struct Counters {
     cancelled_local: u64,
     cancelled_remote: u64,
     refiled: u64,
-    lateness: Histogram,
+    /// Boxed: about 8 KB of counters, kept off the stack when a base is moved.
+    lateness: Box<Histogram>,
 }
 
 /// One core's timer base. Owned by one thread: `Send`, not `Sync`.
