@@ -27,6 +27,7 @@ use std::time::Instant;
 use tickwheel_percpu::shm::{Config, Segment};
 
 use crate::percore;
+use crate::report::median;
 use crate::rng::SplitMix64;
 
 /// Which structure the workers share.
@@ -446,11 +447,6 @@ pub fn run_once(design: Design, plan: Plan) -> (f64, u64) {
     ((plan.processes as u64 * plan.pairs) as f64 / slower, full)
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// The `shm` section: runs both designs `reps` times, interleaved, and returns a Markdown table
 /// with medians and the ratio.
 pub fn run(plan: Plan) -> String {
@@ -474,7 +470,7 @@ pub fn run(plan: Plan) -> String {
     let mut medians = Vec::new();
     for (d, design) in designs.iter().enumerate() {
         let runs: Vec<String> = rates[d].iter().map(|r| format!("{:.2}", r / 1e6)).collect();
-        let m = median(&mut rates[d].clone());
+        let m = median(&rates[d]);
         medians.push(m);
         out.push_str(&format!(
             "| {} | {:.2} | {} | {} |\n",
