@@ -487,30 +487,6 @@ pub fn run(plan: Plan) -> String {
     out
 }
 
-/// Parses `--pairs N --live N --reps N --processes 1|2` after the `shm` subcommand.
-pub fn parse(args: &[String]) -> Result<Plan, String> {
-    let mut plan = Plan::default();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut value = |name: &str| -> Result<u64, String> {
-            let v = it.next().ok_or(format!("{name} needs a number"))?;
-            v.parse().map_err(|e| format!("{name} {v}: {e}"))
-        };
-        match a.as_str() {
-            "--pairs" => plan.pairs = value("--pairs")?.max(1),
-            "--live" => plan.live = value("--live")?.max(1) as usize,
-            "--reps" => plan.reps = value("--reps")?.max(1) as usize,
-            "--processes" => plan.processes = value("--processes")?.clamp(1, 2) as usize,
-            other => {
-                return Err(format!(
-                    "unknown shm argument {other:?}; try --pairs N, --live N, --reps N"
-                ));
-            }
-        }
-    }
-    Ok(plan)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
