@@ -43,6 +43,8 @@ use std::time::{Duration, Instant};
 use tickwheel_percpu::Config;
 use tickwheel_percpu::time::{self, Timers};
 
+use crate::report::median;
+
 /// A timer API as a workload uses it.
 pub trait Api: Copy + Send + Sync + 'static {
     /// Its sleep future.
@@ -365,11 +367,6 @@ impl Line {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// Runs every workload on both runtimes, `reps` times each, alternating the APIs.
 /// `only`: workload names to run (all if empty).
 pub fn run(reps: usize, quick: bool, only: &[String]) -> Vec<Line> {
@@ -412,8 +409,8 @@ pub fn run(reps: usize, quick: bool, only: &[String]) -> Vec<Line> {
                 flavor: flavor.name(),
                 workload: w.name(),
                 n,
-                tokio: median(tk),
-                tickwheel: median(tw),
+                tokio: median(&tk),
+                tickwheel: median(&tw),
                 early,
             };
             eprintln!(

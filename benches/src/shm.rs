@@ -27,6 +27,7 @@ use std::time::Instant;
 use tickwheel_percpu::shm::{Config, Segment};
 
 use crate::percore;
+use crate::report::median;
 use crate::rng::SplitMix64;
 
 /// Which structure the workers share.
@@ -446,11 +447,6 @@ pub fn run_once(design: Design, plan: Plan) -> (f64, u64) {
     ((plan.processes as u64 * plan.pairs) as f64 / slower, full)
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// The `shm` section: runs both designs `reps` times, interleaved, and returns a Markdown table
 /// with medians and the ratio.
 pub fn run(plan: Plan) -> String {
@@ -474,7 +470,7 @@ pub fn run(plan: Plan) -> String {
     let mut medians = Vec::new();
     for (d, design) in designs.iter().enumerate() {
         let runs: Vec<String> = rates[d].iter().map(|r| format!("{:.2}", r / 1e6)).collect();
-        let m = median(&mut rates[d].clone());
+        let m = median(&rates[d]);
         medians.push(m);
         out.push_str(&format!(
             "| {} | {:.2} | {} | {} |\n",
@@ -489,30 +485,6 @@ pub fn run(plan: Plan) -> String {
         medians[0] / medians[1]
     ));
     out
-}
-
-/// Parses `--pairs N --live N --reps N --processes 1|2` after the `shm` subcommand.
-pub fn parse(args: &[String]) -> Result<Plan, String> {
-    let mut plan = Plan::default();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut value = |name: &str| -> Result<u64, String> {
-            let v = it.next().ok_or(format!("{name} needs a number"))?;
-            v.parse().map_err(|e| format!("{name} {v}: {e}"))
-        };
-        match a.as_str() {
-            "--pairs" => plan.pairs = value("--pairs")?.max(1),
-            "--live" => plan.live = value("--live")?.max(1) as usize,
-            "--reps" => plan.reps = value("--reps")?.max(1) as usize,
-            "--processes" => plan.processes = value("--processes")?.clamp(1, 2) as usize,
-            other => {
-                return Err(format!(
-                    "unknown shm argument {other:?}; try --pairs N, --live N, --reps N"
-                ));
-            }
-        }
-    }
-    Ok(plan)
 }
 
 #[cfg(test)]

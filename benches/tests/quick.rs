@@ -70,3 +70,33 @@ fn bad_arguments_are_refused() {
     assert_eq!(run.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&run.stderr).contains("unknown argument"));
 }
+
+#[test]
+fn help_lists_every_subcommand_and_each_has_its_own() {
+    let help = |args: &[&str]| {
+        let run = Command::new(env!("CARGO_BIN_EXE_tickwheel-benches"))
+            .args(args)
+            .output()
+            .expect("the runner starts");
+        assert!(run.status.success(), "{args:?} failed");
+        String::from_utf8_lossy(&run.stdout).into_owned()
+    };
+    let top = help(&["--help"]);
+    for option in [
+        "--quick",
+        "--sizes",
+        "--only",
+        "--per-core",
+        "--scaling-only",
+    ] {
+        assert!(top.contains(option), "no {option} in --help");
+    }
+    for sub in ["async", "keepalive", "shm", "mem", "async-mem"] {
+        assert!(top.contains(&format!("\n  {sub} ")), "no {sub} in --help");
+        let own = help(&[sub, "--help"]);
+        assert!(
+            own.starts_with(&format!("usage: tickwheel-benches {sub} ")),
+            "{own}"
+        );
+    }
+}

@@ -19,6 +19,11 @@ use std::time::{Duration, Instant};
 
 use tickwheel_percpu::shm::{Config, Segment};
 
+#[path = "common/mod.rs"]
+#[allow(dead_code, reason = "the examples' shared helpers; this uses one")]
+mod common;
+use common::Rng;
+
 const WORKERS: u64 = 3;
 const JOBS: u64 = 60;
 const TIMEOUT: Duration = Duration::from_millis(25);
@@ -45,15 +50,14 @@ fn worker(n: u64) {
     let segment = Segment::from_fd(unsafe { OwnedFd::from_raw_fd(fd) }).expect("open the set");
     let client = segment.attach().expect("attach");
     let (mut done, mut late) = (0, 0);
-    let mut seed = n * 7919 + 1;
+    let mut rng = Rng::new(n);
     for i in 0..JOBS {
         let id = job(n, i);
         let timeout = client
             .schedule_after(TIMEOUT, id)
             .expect("schedule the timeout");
         // The "work": 5 to 35 ms.
-        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-        std::thread::sleep(Duration::from_millis(5 + (seed >> 33) % 31));
+        std::thread::sleep(rng.between(Duration::from_millis(5), Duration::from_millis(35)));
         if client.cancel(timeout) {
             done += 1; // finished in time: the timeout will never fire
         } else {

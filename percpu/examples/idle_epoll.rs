@@ -15,6 +15,9 @@
 //! must never be closed while it talks, a silent one that must be, neither before its timeout);
 //! `-- --listen 127.0.0.1:8080` serves until killed (try `nc 127.0.0.1 8080`).
 
+#[path = "common/mod.rs"]
+#[allow(dead_code, reason = "the examples' shared helpers; this uses one")]
+mod common;
 #[path = "keepalive/server/sys.rs"]
 #[allow(dead_code, reason = "the keepalive server's syscalls; this uses a few")]
 mod sys;
@@ -113,12 +116,12 @@ fn main() -> io::Result<()> {
         && flag == "--listen"
     {
         let addr: SocketAddr = addr.parse().map_err(io::Error::other)?;
-        let listener = sys::listen_reuseport(addr, 1024)?;
+        let listener = common::listen_reuseport(addr, 1024)?;
         println!("echo with a 5 s idle timeout on {addr}");
         return serve(&listener, Duration::from_secs(5), None).map(drop);
     }
     let timeout = Duration::from_millis(200);
-    let listener = sys::listen_reuseport("127.0.0.1:0".parse().unwrap(), 16)?;
+    let listener = common::listen_reuseport("127.0.0.1:0".parse().unwrap(), 16)?;
     let addr = listener.local_addr()?;
     let chatty = thread::spawn(move || client(addr, 8, timeout / 4));
     let silent = thread::spawn(move || client(addr, 1, Duration::ZERO));

@@ -10,6 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::Options;
+use crate::common::percentiles;
 
 const REQUEST: &[u8] = b"GET / HTTP/1.1\r\nHost: bench\r\n\r\n";
 
@@ -31,13 +32,6 @@ pub(crate) struct Report {
     pub(crate) late_ms: [f64; 3],
     pub(crate) early: usize,
     pub(crate) errors: usize,
-}
-
-fn percentile(sorted: &[u64], p: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
 /// Reads one response (headers and a `content-length` body); false on EOF or a bad response.
@@ -95,12 +89,12 @@ async fn busy(addr: SocketAddr, conns: usize, secs: u64) -> (Busy, usize) {
         errors += e;
     }
     let took = start.elapsed().as_secs_f64();
-    all.sort_unstable();
+    let [p50_us, p99_us, _] = percentiles(&all).unwrap_or([0; 3]);
     let b = Busy {
         conns,
         requests_per_sec: all.len() as f64 / took,
-        p50_us: percentile(&all, 0.50),
-        p99_us: percentile(&all, 0.99),
+        p50_us,
+        p99_us,
     };
     (b, errors)
 }
@@ -149,14 +143,10 @@ async fn idle_phase(addr: SocketAddr, conns: usize, o: &Options, r: &mut Report)
             None => r.errors += 1,
         }
     }
-    late.sort_unstable();
-    let ms = |us: u64| us as f64 / 1000.0;
     r.idle_conns = conns;
-    r.late_ms = [
-        ms(percentile(&late, 0.5)),
-        ms(percentile(&late, 0.99)),
-        ms(late.last().copied().unwrap_or(0)),
-    ];
+    r.late_ms = percentiles(&late)
+        .unwrap_or([0; 3])
+        .map(|us| us as f64 / 1000.0);
 }
 
 /// Runs `phases` on a fresh current-thread runtime (with a `LocalSet`) on this thread.

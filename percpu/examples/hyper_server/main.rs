@@ -22,13 +22,15 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
+#[path = "../common/mod.rs"]
+#[allow(dead_code, reason = "the examples' shared helpers; this uses some")]
+mod common;
 mod load;
 
 use std::cell::RefCell;
 use std::convert::Infallible;
 use std::future::poll_fn;
 use std::net::SocketAddr;
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::pin::Pin;
 use std::process::ExitCode;
 use std::rc::Rc;
@@ -150,87 +152,6 @@ struct Counts {
     idle_closed: AtomicU64,
 }
 
-/// A listening socket on `addr` with `SO_REUSEPORT`, so every core can bind the same port.
-fn reuseport_listener(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
-    let family = if addr.is_ipv4() {
-        libc::AF_INET
-    } else {
-        libc::AF_INET6
-    };
-    // SAFETY: plain socket(2) call; the result is checked before use.
-    let fd = unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is a fresh socket owned by nobody else.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let sock = std::net::TcpListener::from(fd);
-    let one: libc::c_int = 1;
-    for opt in [libc::SO_REUSEADDR, libc::SO_REUSEPORT] {
-        // SAFETY: `one` outlives the call and its size is passed.
-        let rc = unsafe {
-            libc::setsockopt(
-                std::os::fd::AsRawFd::as_raw_fd(&sock),
-                libc::SOL_SOCKET,
-                opt,
-                (&one as *const libc::c_int).cast(),
-                size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if rc < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    let (storage, len) = sockaddr(addr);
-    let raw = std::os::fd::AsRawFd::as_raw_fd(&sock);
-    // SAFETY: `storage` holds a valid sockaddr of `len` bytes for the socket's family.
-    let rc = unsafe { libc::bind(raw, (&storage as *const libc::sockaddr_storage).cast(), len) };
-    if rc < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: a bound socket.
-    if unsafe { libc::listen(raw, 4096) } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    sock.set_nonblocking(true)?;
-    Ok(sock)
-}
-
-fn sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: all-zero is a valid sockaddr_storage.
-    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let len = match addr {
-        SocketAddr::V4(a) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from(*a.ip()).to_be(),
-                },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
-            unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin) };
-            size_of::<libc::sockaddr_in>()
-        }
-        SocketAddr::V6(a) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: a.port().to_be(),
-                sin6_flowinfo: a.flowinfo(),
-                sin6_addr: libc::in6_addr {
-                    s6_addr: a.ip().octets(),
-                },
-                sin6_scope_id: a.scope_id(),
-            };
-            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
-            unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin6) };
-            size_of::<libc::sockaddr_in6>()
-        }
-    };
-    (storage, len as libc::socklen_t)
-}
-
 /// One connection: hyper with `timer` for its header-read timeout, and an idle timeout (a
 /// sleep from the same timer, reset in place at every request). Returns when the client goes,
 /// hyper gives up, or the connection was idle for `idle`.
@@ -302,11 +223,14 @@ struct Server {
 }
 
 fn start(which: Which, addr: SocketAddr, o: &Options) -> Result<Server, String> {
-    let first = reuseport_listener(addr).map_err(|e| format!("listen on {addr}: {e}"))?;
+    let first =
+        common::listen_reuseport(addr, 4096).map_err(|e| format!("listen on {addr}: {e}"))?;
     let addr = first.local_addr().map_err(|e| e.to_string())?;
     let mut listeners = vec![first];
     for _ in 1..o.cores {
-        listeners.push(reuseport_listener(addr).map_err(|e| format!("listen on {addr}: {e}"))?);
+        listeners.push(
+            common::listen_reuseport(addr, 4096).map_err(|e| format!("listen on {addr}: {e}"))?,
+        );
     }
     let config = BaseConfig::default().mode(o.mode);
     let timers = Timers::new(o.cores, config).map_err(|e| e.to_string())?;

@@ -24,7 +24,7 @@ use std::os::fd::AsRawFd;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crate::server::stats::percentiles;
+use crate::server::common::{Rng, percentiles};
 use crate::server::sys::{Epoll, Event, READABLE};
 
 /// How much load to make and for how long.
@@ -236,29 +236,6 @@ impl Client {
     }
 }
 
-/// A tiny xorshift64* generator: fast, seedable, good enough to spread intervals.
-#[derive(Debug)]
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    /// Uniform in `lo..=hi`, to the microsecond.
-    fn between(&mut self, lo: Duration, hi: Duration) -> Duration {
-        let span = hi.saturating_sub(lo).as_micros() as u64 + 1;
-        lo + Duration::from_micros(self.next() % span)
-    }
-
-    fn upto(&mut self, n: u32) -> u32 {
-        1 + (self.next() % u64::from(n)) as u32
-    }
-}
-
 struct Generator {
     plan: Plan,
     epoll: Epoll,
@@ -278,7 +255,7 @@ impl Generator {
             epoll: Epoll::new(512)?,
             clients: roles.into_iter().map(|r| Client::new(r, start)).collect(),
             wakeups: BinaryHeap::new(),
-            rng: Rng(0x9E37_79B9_7F4A_7C15 ^ (seed + 1).wrapping_mul(0xD6E8_FEB8_6659_FD93)),
+            rng: Rng::new(seed),
             report: LoadReport::default(),
             load_end: start + plan.duration,
             scratch: vec![0; 64 * 1024],

@@ -12,7 +12,8 @@ use std::time::Duration;
 use crate::cli::mode_name;
 use crate::load::{LoadReport, Plan};
 use crate::server::Config;
-use crate::server::stats::{CoreReport, Snapshot, percentiles};
+use crate::server::common::percentiles;
+use crate::server::stats::{CoreReport, Snapshot};
 use crate::server::sys::NofileLimit;
 
 /// What the run was set up with.

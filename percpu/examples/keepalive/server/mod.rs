@@ -15,6 +15,8 @@
 //!
 //! Given up: connection migration between cores, TLS, request bodies (see `http`).
 
+#[path = "../../common/mod.rs"]
+pub(crate) mod common;
 pub(crate) mod conn;
 pub(crate) mod date;
 pub(crate) mod http;
@@ -234,11 +236,11 @@ fn choose_cpus(cores: Option<usize>) -> Result<Vec<core_affinity::CoreId>, Start
 
 /// Opens `n` listeners on one port: the first on `addr`, the rest on the port the first got.
 fn open_listeners(addr: SocketAddr, n: usize) -> io::Result<Vec<TcpListener>> {
-    let first = sys::listen_reuseport(addr, BACKLOG)?;
+    let first = common::listen_reuseport(addr, BACKLOG)?;
     let bound = first.local_addr()?;
     let mut listeners = vec![first];
     for _ in 1..n {
-        listeners.push(sys::listen_reuseport(bound, BACKLOG)?);
+        listeners.push(common::listen_reuseport(bound, BACKLOG)?);
     }
     Ok(listeners)
 }

@@ -204,15 +204,6 @@ pub(crate) struct CoreReport {
     pub(crate) closed_at_shutdown: usize,
 }
 
-/// The p50, p99 and maximum of a set of durations; `None` when empty.
-pub(crate) fn percentiles(samples: &[Duration]) -> Option<[Duration; 3]> {
-    let mut sorted = samples.to_vec();
-    sorted.sort_unstable();
-    let last = sorted.len().checked_sub(1)?;
-    let at = |p: usize| sorted[last * p / 100];
-    Some([at(50), at(99), sorted[last]])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,14 +218,5 @@ mod tests {
         let d = c.snapshot() - a;
         assert_eq!((a.open(), d.served, d.accepted), (2, 5, 0));
         assert_eq!(Snapshot::total([&a, &a]).accepted, 6);
-    }
-
-    #[test]
-    fn percentiles_of_samples() {
-        assert_eq!(percentiles(&[]), None);
-        let ms = |n| Duration::from_millis(n);
-        let v: Vec<_> = (1..=100).map(ms).collect();
-        assert_eq!(percentiles(&v), Some([ms(50), ms(99), ms(100)]));
-        assert_eq!(percentiles(&[ms(7)]), Some([ms(7); 3]));
     }
 }

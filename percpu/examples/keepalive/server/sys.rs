@@ -1,22 +1,23 @@
 //! The Linux system calls the server makes, each wrapped once.
 //!
-//! Model: every raw call goes through [`cvt`], which turns the C convention (a negative return and
+//! Model: every raw call goes through [`cvt`], which turns the C convention (a `-1` return and
 //! `errno`) into `io::Result`, so the rest of the server never sees a `-1`. Every descriptor that a
 //! call creates is wrapped in an `OwnedFd` (or a std type built on one) at once, so it is closed
 //! when dropped and nothing leaks on an early return.
 //!
 //! Given up: only what the server needs is here: epoll in level-triggered mode, an eventfd used as
-//! a stop flag that wakes every loop, a listening socket with `SO_REUSEPORT`, a non-blocking
-//! `accept4`, and raising `RLIMIT_NOFILE`. Portability beyond Linux is not attempted.
+//! a stop flag that wakes every loop, a non-blocking `accept4`, and raising `RLIMIT_NOFILE` (the
+//! listening socket is `common::listen_reuseport`, on socket2). Portability beyond Linux is not attempted.
 
 use std::io;
 use std::mem;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-/// Turns a C-style return value (negative on failure, with `errno` set) into an `io::Result`.
-pub(crate) fn cvt<T: Copy + PartialOrd + Default>(ret: T) -> io::Result<T> {
-    if ret < T::default() {
+/// Turns a C-style return value (`-1` on failure, with `errno` set) into an `io::Result`; the
+/// same rule as the crate's own wrapper.
+pub(crate) fn cvt<T: PartialEq + From<i8>>(ret: T) -> io::Result<T> {
+    if ret == T::from(-1) {
         Err(io::Error::last_os_error())
     } else {
         Ok(ret)
@@ -153,84 +154,6 @@ impl AsRawFd for StopFlag {
     fn as_raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
-}
-
-/// Builds the C socket address for `addr`; returns storage and its length.
-fn sockaddr_of(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: sockaddr_storage is plain old data for which all-zero bytes are a valid value.
-    let mut storage: libc::sockaddr_storage = unsafe { mem::zeroed() };
-    let len = match addr {
-        SocketAddr::V4(v4) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: v4.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from_ne_bytes(v4.ip().octets()),
-                },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: sockaddr_storage is larger than and suitably aligned for sockaddr_in.
-            unsafe { (&raw mut storage).cast::<libc::sockaddr_in>().write(sin) };
-            mem::size_of::<libc::sockaddr_in>()
-        }
-        SocketAddr::V6(v6) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: v6.port().to_be(),
-                sin6_flowinfo: v6.flowinfo(),
-                sin6_addr: libc::in6_addr {
-                    s6_addr: v6.ip().octets(),
-                },
-                sin6_scope_id: v6.scope_id(),
-            };
-            // SAFETY: sockaddr_storage is larger than and suitably aligned for sockaddr_in6.
-            unsafe { (&raw mut storage).cast::<libc::sockaddr_in6>().write(sin6) };
-            mem::size_of::<libc::sockaddr_in6>()
-        }
-    };
-    (storage, len as libc::socklen_t)
-}
-
-fn set_flag(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Result<()> {
-    let on: libc::c_int = 1;
-    // SAFETY: passes a pointer to a live c_int and its exact size; the kernel only reads it.
-    let ret = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (&raw const on).cast::<libc::c_void>(),
-            mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    cvt(ret)?;
-    Ok(())
-}
-
-/// Opens a non-blocking listening socket on `addr` with `SO_REUSEADDR` and `SO_REUSEPORT`, so
-/// several listeners (one per core) can share one port and the kernel spreads connections.
-pub(crate) fn listen_reuseport(addr: SocketAddr, backlog: i32) -> io::Result<TcpListener> {
-    let family = match addr {
-        SocketAddr::V4(_) => libc::AF_INET,
-        SocketAddr::V6(_) => libc::AF_INET6,
-    };
-    let kind = libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
-    // SAFETY: socket takes no pointers; the arguments are valid constants.
-    let fd = owned(cvt(unsafe { libc::socket(family, kind, 0) })?);
-    set_flag(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEADDR)?;
-    set_flag(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEPORT)?;
-    let (storage, len) = sockaddr_of(addr);
-    // SAFETY: `storage` holds a valid socket address of `len` bytes and outlives the call.
-    cvt(unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&raw const storage).cast::<libc::sockaddr>(),
-            len,
-        )
-    })?;
-    // SAFETY: listen takes no pointers; `fd` is an open socket.
-    cvt(unsafe { libc::listen(fd.as_raw_fd(), backlog) })?;
-    Ok(TcpListener::from(fd))
 }
 
 /// Accepts one connection as a non-blocking, close-on-exec socket (one syscall: `accept4`).
