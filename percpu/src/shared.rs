@@ -182,7 +182,7 @@ impl<T> Shared<T> {
 
 /// The state shared by a set of bases.
 pub(crate) struct Group<T> {
-    pub(crate) set: u16,
+    pub(crate) set: u32,
     pub(crate) timeline: Timeline,
     pub(crate) bases: Box<[CachePadded<Shared<T>>]>,
 }

@@ -11,6 +11,9 @@ use std::time::{Duration, Instant};
 
 use tickwheel_percpu::{Base, ClockSource, Config, Handle, ManualClock, Mode, Remote, bases};
 
+mod support;
+use support::Rng;
+
 const THREADS: usize = 2;
 const OPS_PER_THREAD: usize = 500_000;
 const UNSET: u8 = 0;
@@ -52,20 +55,6 @@ impl Ledger {
             "payload {id}: to {to} from {from:?} (fired twice or after cancel)"
         );
         self.resolved.fetch_add(1, Ordering::AcqRel);
-    }
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // xorshift64*
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
     }
 }
 

@@ -4,17 +4,8 @@ use std::time::{Duration, Instant};
 
 use tickwheel_percpu::{Config, Mode, bases};
 
-/// True if `fd` becomes readable within `timeout_ms`.
-fn poll_readable(fd: i32, timeout_ms: i32) -> bool {
-    let mut pfd = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd, length 1.
-    let n = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
-    n > 0 && pfd.revents & libc::POLLIN != 0
-}
+mod support;
+use support::poll_readable;
 
 #[test]
 fn timer_at_plus_5ms_fires_not_early_and_in_time() {
