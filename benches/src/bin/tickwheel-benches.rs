@@ -175,7 +175,7 @@ fn main() {
     }
     if args.get(1).map(String::as_str) == Some("async-mem") {
         let [api, n] = &args[2..] else {
-            die("usage: async-mem tokio|tickwheel N")
+            die("usage: async-mem tokio|pingora|tickwheel N")
         };
         let n = n.parse().map_err(|e| format!("bad N: {e}"));
         let b = n.and_then(|n| asynk::bytes_per_sleep(api, n));
@@ -233,7 +233,9 @@ fn main() {
 }
 
 /// `async [--quick] [--reps N] [--out DIR] [--workloads W,..] [--no-memory]`: the async section (tickwheel-percpu's `time`
-/// module against `tokio::time` on the same runtime); writes `async.md` into the folder.
+/// module against `tokio::time`, tokio's per-worker timer where built with `--cfg tokio_unstable`,
+/// and pingora-timeout, on the same runtimes); writes `async.md` into the folder. `lateness` is
+/// one of the workload names.
 fn run_async(args: &[String]) -> Result<(), String> {
     let (mut quick, mut reps, mut out) = (false, 5, PathBuf::from("target/bench-results"));
     let mut only = Vec::new();
@@ -262,7 +264,7 @@ fn run_async(args: &[String]) -> Result<(), String> {
             }
         }
     }
-    let lines = asynk::run(reps, quick, &only);
+    let report = asynk::run(reps, quick, &only);
     let mut mem = Vec::new();
     let sizes: &[usize] = match (skip_memory, quick) {
         (true, _) => &[],
@@ -272,7 +274,7 @@ fn run_async(args: &[String]) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     for &n in sizes {
         let mut per = Vec::new();
-        for api in ["tokio", "tickwheel"] {
+        for api in asynk::MEMORY_APIS {
             let child = Command::new(&exe)
                 .args(["async-mem", api, &n.to_string()])
                 .output()
@@ -284,9 +286,9 @@ fn run_async(args: &[String]) -> Result<(), String> {
                     .map_err(|e| format!("{api} mem: {e}: {text}"))?,
             );
         }
-        mem.push((n, per[0], per[1]));
+        mem.push((n, per));
     }
-    let md = asynk::markdown(&lines, &mem);
+    let md = asynk::markdown(&report, &mem);
     std::fs::create_dir_all(&out).map_err(|e| e.to_string())?;
     std::fs::write(out.join("async.md"), &md).map_err(|e| e.to_string())?;
     println!("{md}");
