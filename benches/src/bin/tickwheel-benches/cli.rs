@@ -36,7 +36,8 @@ options:
   -h, --help            this text
 
 subcommands:
-  async       tickwheel-percpu's `time` module against `tokio::time` on the same runtime
+  async       tickwheel-percpu's `time` module against `tokio::time`, tokio's per-worker timer
+              (built with --cfg tokio_unstable) and pingora-timeout, on the same runtimes
   keepalive   one run of the per-core keepalive load on one design
   shm         the shared-memory timer set against a wheel behind a process-shared mutex
   mem         (internal) bytes per timer of one structure, in a fresh process
@@ -57,7 +58,7 @@ usage: tickwheel-benches shm [--pairs N] [--live N] [--reps N] [--processes 1|2]
   --processes 1: the cost without contention";
 
 const MEM_HELP: &str = "usage: tickwheel-benches mem KIND N SEED (run by the runner itself)";
-const ASYNC_MEM_HELP: &str = "usage: tickwheel-benches async-mem tokio|tickwheel N (internal)";
+const ASYNC_MEM_HELP: &str = "usage: tickwheel-benches async-mem tokio|pingora|tickwheel N (internal)";
 
 /// What the command line asks for.
 #[derive(Debug)]

@@ -66,10 +66,11 @@ fn main() {
     }
 }
 
-/// The async section (tickwheel-percpu's `time` module against `tokio::time` on the same
-/// runtime); writes `async.md` into the folder.
+/// The async section (tickwheel-percpu's `time` module against `tokio::time`, tokio's per-worker
+/// timer where built with `--cfg tokio_unstable`, and pingora-timeout, on the same runtimes);
+/// writes `async.md` into the folder. `lateness` is one of the workload names.
 fn run_async(plan: &AsyncPlan) -> Result<(), String> {
-    let lines = asynk::run(plan.reps, plan.quick, &plan.workloads);
+    let report = asynk::run(plan.reps, plan.quick, &plan.workloads);
     let sizes: &[usize] = match (plan.skip_memory, plan.quick) {
         (true, _) => &[],
         (false, true) => &[10_000],
@@ -78,21 +79,22 @@ fn run_async(plan: &AsyncPlan) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut mem = Vec::new();
     for &n in sizes {
-        let mut per = [0.0; 2];
-        for (api, bytes) in ["tokio", "tickwheel"].into_iter().zip(&mut per) {
+        let mut per = Vec::new();
+        for api in asynk::MEMORY_APIS {
             let child = Process::new(&exe)
                 .args(["async-mem", api, &n.to_string()])
                 .output()
                 .map_err(|e| e.to_string())?;
             let text = String::from_utf8_lossy(&child.stdout);
-            *bytes = text
-                .trim()
-                .parse()
-                .map_err(|e| format!("{api} mem: {e}: {text}"))?;
+            per.push(
+                text.trim()
+                    .parse()
+                    .map_err(|e| format!("{api} mem: {e}: {text}"))?,
+            );
         }
-        mem.push((n, per[0], per[1]));
+        mem.push((n, per));
     }
-    let md = asynk::markdown(&lines, &mem);
+    let md = asynk::markdown(&report, &mem);
     std::fs::create_dir_all(&plan.out).map_err(|e| e.to_string())?;
     std::fs::write(plan.out.join("async.md"), &md).map_err(|e| e.to_string())?;
     println!("{md}");
