@@ -58,7 +58,8 @@ usage: tickwheel-benches shm [--pairs N] [--live N] [--reps N] [--processes 1|2]
   --processes 1: the cost without contention";
 
 const MEM_HELP: &str = "usage: tickwheel-benches mem KIND N SEED (run by the runner itself)";
-const ASYNC_MEM_HELP: &str = "usage: tickwheel-benches async-mem tokio|pingora|tickwheel N (internal)";
+const ASYNC_MEM_HELP: &str =
+    "usage: tickwheel-benches async-mem tokio|pingora|tickwheel N (internal)";
 
 /// What the command line asks for.
 #[derive(Debug)]
