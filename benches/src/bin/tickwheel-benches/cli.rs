@@ -31,7 +31,7 @@ options:
   --workloads W,..      workloads to run [all]: WORKLOADS
   --no-memory           skip the bytes-per-timer measurement
   --no-cores            skip the multi-core sections (scaling, timeliness)
-  --per-core N          keepalive timers per core in the scaling section [10000 and 100000]
+  --per-core N          keepalive timers per core in the scaling section [10000, 100000, 1000000]
   --scaling-only        run the per-core keepalive section alone
   -h, --help            this text
 

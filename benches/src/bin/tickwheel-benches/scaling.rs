@@ -58,6 +58,9 @@ pub(crate) struct Cell {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Scaling {
     cells: Vec<Cell>,
+    /// One-way cache-line transfer between the first two cores, ns, one sample per repetition
+    /// (measured in the same run, before the loads; empty on one core).
+    one_way_ns: Vec<f64>,
 }
 
 fn pop_label(per_core: usize) -> String {
@@ -115,9 +118,23 @@ impl Scaling {
         Some(2.0 * self.ns(d, SHARES[2], per_core, threads)? - t0)
     }
 
+    /// Median one-way cache-line transfer, ns.
+    fn one_way(&self) -> Option<f64> {
+        (!self.one_way_ns.is_empty()).then(|| median(&self.one_way_ns))
+    }
+
     /// The rows of `summary.csv` (and the per-core refresh table).
     pub(crate) fn rows(&self) -> Vec<Row> {
         let mut rows = Vec::new();
+        if !self.one_way_ns.is_empty() {
+            rows.push(Row::from_samples(
+                "percore_pingpong",
+                "cache line, one way between cores 0 and 1",
+                2,
+                "ns",
+                &self.one_way_ns,
+            ));
+        }
         for c in &self.cells {
             let mut push = |section: &str, series: &str, unit: &str, samples: &[f64]| {
                 rows.push(Row::from_samples(section, series, c.threads, unit, samples));
@@ -174,11 +191,19 @@ pub(crate) fn run_scaling(plan: &Plan) -> Scaling {
     let (populations, ops, reps) = if plan.quick {
         (vec![1_000], 20_000, 1)
     } else {
-        (vec![10_000, 100_000], 1_000_000, 3)
+        (vec![10_000, 100_000, 1_000_000], 1_000_000, 3)
     };
     let populations = plan.per_core.map_or(populations, |n| vec![n]);
     let reps = plan.reps.map_or(reps, |r| r.max(1) as u64);
     let mut scaling = Scaling::default();
+    if percore::available_cores() >= 2 {
+        let round_trips = if plan.quick { 10_000 } else { 1_000_000 };
+        for _ in 0..reps.max(3) {
+            let d = percore::pingpong::one_way(0, 1, round_trips)
+                .unwrap_or_else(|e| die(&format!("ping-pong: {e}")));
+            scaling.one_way_ns.push(d.as_nanos() as f64);
+        }
+    }
     for per_core in populations {
         for threads in scaling_threads(percore::available_cores()) {
             let shares = SHARES.into_iter().chain([ALL_REMOTE]);
@@ -325,6 +350,17 @@ pub(crate) fn tables(scaling: &Scaling, timeliness: &Timeliness) -> String {
         "### per-core keepalive — million refreshes per second per core (columns: pinned threads)",
     );
     md.push('\n');
+    if let Some(one_way) = scaling.one_way() {
+        let (lo, hi) = scaling
+            .one_way_ns
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+        let _ = writeln!(
+            md,
+            "cache line between cores 0 and 1, one way (two-thread ping-pong, same run): {one_way:.0} ns (min {lo:.0}, max {hi:.0}, {} runs)\n",
+            scaling.one_way_ns.len()
+        );
+    }
     md.push_str(&scaling_lines(scaling));
     for pop in scaling.populations() {
         md.push_str(&peer_table(scaling, pop));
@@ -510,7 +546,18 @@ fn cross_core_lines(s: &Scaling, pop: usize, pair: u64, lines: &mut String) {
         target_line(out, &target, pop, m, goal, met);
     };
     let x = |r: Option<f64>| r.map(|r| format!("{r:.2}x"));
-    for share in &SHARES[1..] {
+    let r = ratio(
+        s.rate(Design::Percpu, LOCAL, pop, 1),
+        s.rate(Design::StdMutexPerCore, LOCAL, pop, 1),
+    );
+    line(
+        lines,
+        "percpu vs Wheel + std Mutex, one thread, no remote".into(),
+        x(r),
+        "≥1.2x",
+        r.is_some_and(|r| r >= 1.2),
+    );
+    for share in &SHARES {
         let r = ratio(
             s.rate(Design::Percpu, *share, pop, pair),
             s.rate(Design::StdMutexPerCore, *share, pop, pair),
@@ -556,6 +603,14 @@ fn cross_core_lines(s: &Scaling, pop: usize, pair: u64, lines: &mut String) {
         x(r),
         "≤2x",
         r.is_some_and(|r| r <= 2.0),
+    );
+    let r = ratio(s.marginal(Design::Percpu, pop, pair), s.one_way()).filter(|_| pair > 1);
+    line(
+        lines,
+        format!("percpu remote refresh / one-way cache-line transfer, {pair} threads"),
+        x(r),
+        "≤1.5x",
+        r.is_some_and(|r| r <= 1.5),
     );
     // The largest count of any run at this population (0%, 10% and 50% remote, every thread
     // count and repetition; the 100% runs are shown with the cost).
