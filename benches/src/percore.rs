@@ -226,6 +226,53 @@ mod raw {
     }
 }
 
+/// What keeps the timers in the memory comparison of the per-core section.
+pub const MEMORY_DESIGNS: [&str; 2] = ["percpu", "mutex-wheel"];
+
+/// Bytes per pending timer with a `u64` payload, `n` of them 30-60 s out, as resident memory
+/// growth across the scheduling: on one per-core base (`percpu`) or on a `tickwheel::Wheel`
+/// behind a `std::sync::Mutex` (`mutex-wheel`). Run in a fresh process (the runner re-executes
+/// itself), so earlier sections' memory does not count. Both are built before the first reading,
+/// so only what the timers themselves take is measured.
+pub fn bytes_per_pending_timer(design: &str, n: usize) -> Result<f64, String> {
+    use crate::mem::rss_bytes;
+    let mut rng = SplitMix64::new(0x5EED);
+    let delay = |rng: &mut SplitMix64| Duration::from_millis(30_000 + rng.below(30_000));
+    let rss = || rss_bytes().ok_or("no VmRSS");
+    match design {
+        "percpu" => {
+            let mut base = tickwheel_percpu::base::<u64>(Config::default())
+                .map_err(|e| format!("base: {e}"))?;
+            let before = rss()?;
+            for i in 0..n as u64 {
+                base.schedule_after(delay(&mut rng), i)
+                    .map_err(|e| format!("schedule {i}: {e:?}"))?;
+            }
+            let after = rss()?;
+            std::hint::black_box(&base);
+            Ok(after.saturating_sub(before) as f64 / n as f64)
+        }
+        "mutex-wheel" => {
+            let wheel = std::sync::Mutex::new(tickwheel::Wheel::<u64>::new(Mode::Coarse));
+            let start = Instant::now();
+            let before = rss()?;
+            for i in 0..n as u64 {
+                let at = start.elapsed() + delay(&mut rng);
+                let tick = at.as_millis() as u64;
+                wheel
+                    .lock()
+                    .map_err(|_| "poisoned")?
+                    .insert(tick, i)
+                    .map_err(|_| format!("insert {i}: full"))?;
+            }
+            let after = rss()?;
+            std::hint::black_box(&wheel);
+            Ok(after.saturating_sub(before) as f64 / n as f64)
+        }
+        other => Err(format!("no per-core memory design named {other}")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

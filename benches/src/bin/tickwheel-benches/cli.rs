@@ -42,6 +42,7 @@ subcommands:
   shm         the shared-memory timer set against a wheel behind a process-shared mutex
   mem         (internal) bytes per timer of one structure, in a fresh process
   async-mem   (internal) bytes per pending sleep of one API, in a fresh process
+  percore-mem (internal) bytes per pending timer on a base or a locked wheel, in a fresh process
 ";
 
 const ASYNC_HELP: &str = "\
@@ -69,6 +70,7 @@ pub(crate) enum Command {
     Keepalive(Design, Load),
     Shm(shm::Plan),
     Mem(Kind, usize, u64),
+    PercoreMem(String, usize),
     AsyncMem(String, usize),
     /// `--help` somewhere: the text to print.
     Help(String),
@@ -142,6 +144,7 @@ pub(crate) fn parse() -> Result<Command> {
         "shm" => shm_plan(p),
         "mem" => mem(p),
         "async-mem" => async_mem(p),
+        "percore-mem" => percore_mem(p),
         other => Err(format!("unknown argument {other:?}; see --help")),
     }
 }
@@ -280,6 +283,20 @@ fn mem(p: &mut lexopt::Parser) -> Result<Command> {
         Kind::from_name(&args[0]).ok_or_else(|| format!("no structure named {}", args[0]))?;
     let n = parse_at(&args, 1, "N", MEM_HELP)?;
     Ok(Command::Mem(kind, n, parse_at(&args, 2, "SEED", MEM_HELP)?))
+}
+
+const PERCORE_MEM_HELP: &str =
+    "usage: tickwheel-benches percore-mem percpu|mutex-wheel N (internal)";
+
+fn percore_mem(p: &mut lexopt::Parser) -> Result<Command> {
+    match positional(p, PERCORE_MEM_HELP)? {
+        Ok(args) if args.len() == 2 => {
+            let n = parse_at(&args, 1, "N", PERCORE_MEM_HELP)?;
+            Ok(Command::PercoreMem(args[0].clone(), n))
+        }
+        Ok(_) => Err(PERCORE_MEM_HELP.into()),
+        Err(help) => Ok(Command::Help(help)),
+    }
 }
 
 fn async_mem(p: &mut lexopt::Parser) -> Result<Command> {

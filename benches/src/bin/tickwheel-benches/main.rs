@@ -25,7 +25,7 @@ use crate::cli::{AsyncPlan, Command};
 
 const SEED: u64 = 0x7157_3eed;
 
-fn die(msg: &str) -> ! {
+pub(crate) fn die(msg: &str) -> ! {
     eprintln!("tickwheel-benches: {msg}");
     std::process::exit(2)
 }
@@ -53,6 +53,11 @@ fn main() {
             println!("{insert} {reset}");
         }
         Command::Async(plan) => run_async(&plan).unwrap_or_else(|e| die(&e)),
+        Command::PercoreMem(design, n) => {
+            let bytes = tickwheel_benches::percore::bytes_per_pending_timer(&design, n)
+                .unwrap_or_else(|e| die(&e));
+            println!("{bytes}");
+        }
         Command::AsyncMem(api, n) => {
             let bytes = asynk::bytes_per_sleep(&api, n).unwrap_or_else(|e| die(&e));
             println!("{bytes}");

@@ -61,6 +61,8 @@ pub(crate) struct Scaling {
     /// One-way cache-line transfer between the first two cores, ns, one sample per repetition
     /// (measured in the same run, before the loads; empty on one core).
     one_way_ns: Vec<f64>,
+    /// Bytes per pending timer (`u64` payload) at a population, per memory design.
+    bytes: Vec<(&'static str, usize, f64)>,
 }
 
 fn pop_label(per_core: usize) -> String {
@@ -196,6 +198,12 @@ pub(crate) fn run_scaling(plan: &Plan) -> Scaling {
     let populations = plan.per_core.map_or(populations, |n| vec![n]);
     let reps = plan.reps.map_or(reps, |r| r.max(1) as u64);
     let mut scaling = Scaling::default();
+    let mem_n = if plan.quick { 10_000 } else { 1_000_000 };
+    for design in percore::MEMORY_DESIGNS {
+        let bytes = bytes_in_fresh_process(design, mem_n)
+            .unwrap_or_else(|e| die(&format!("percore-mem {design}: {e}")));
+        scaling.bytes.push((design, mem_n, bytes));
+    }
     if percore::available_cores() >= 2 {
         let round_trips = if plan.quick { 10_000 } else { 1_000_000 };
         for _ in 0..reps.max(3) {
@@ -220,6 +228,19 @@ pub(crate) fn run_scaling(plan: &Plan) -> Scaling {
         }
     }
     scaling
+}
+
+/// Bytes per pending timer of one memory design, measured by this binary in a fresh process.
+fn bytes_in_fresh_process(design: &str, n: usize) -> Result<f64, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let out = std::process::Command::new(exe)
+        .args(["percore-mem", design, &n.to_string()])
+        .output()
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.trim()
+        .parse()
+        .map_err(|e| format!("{e}: {text} {}", String::from_utf8_lossy(&out.stderr)))
 }
 
 /// Every design that supports `load`, `reps` times, interleaved: one cell per design.
@@ -359,6 +380,17 @@ pub(crate) fn tables(scaling: &Scaling, timeliness: &Timeliness) -> String {
             md,
             "cache line between cores 0 and 1, one way (two-thread ping-pong, same run): {one_way:.0} ns (min {lo:.0}, max {hi:.0}, {} runs)\n",
             scaling.one_way_ns.len()
+        );
+    }
+    for (design, n, bytes) in &scaling.bytes {
+        let _ = writeln!(
+            md,
+            "bytes per pending timer with a u64 payload, {} at {} (RSS growth, fresh process): {bytes:.1}\n",
+            match *design {
+                "percpu" => "one per-core base",
+                _ => "tickwheel::Wheel behind a std Mutex",
+            },
+            report::size_label(*n as u64)
         );
     }
     md.push_str(&scaling_lines(scaling));
@@ -632,6 +664,18 @@ fn cross_core_lines(s: &Scaling, pop: usize, pair: u64, lines: &mut String) {
 
 fn cross_core_targets(s: &Scaling) -> String {
     let mut lines = String::new();
+    for &(design, n, bytes) in &s.bytes {
+        if design == "percpu" {
+            target_line(
+                &mut lines,
+                "bytes per pending timer on a base, u64 payload",
+                n,
+                Some(format!("{bytes:.1}")),
+                "≤40",
+                bytes <= 40.0,
+            );
+        }
+    }
     for pop in s.populations() {
         cross_core_lines(s, pop, pair(s), &mut lines);
     }
