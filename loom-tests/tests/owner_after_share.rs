@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use tickwheel_loom_tests::sync::{Arc, AtomicUsize, Ordering, spawn};
-use tickwheel_loom_tests::{assert_quiet_and_balanced, check, check_bounded, one_base};
+use tickwheel_loom_tests::{assert_quiet_and_balanced, check, check_bounded, one_base, sleep_on};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -162,6 +162,55 @@ fn reserve_pop_survives_aba() {
             f.fetch_add(1, Ordering::Relaxed);
         });
         assert_eq!(fired.load(Ordering::Relaxed), usize::from(a_ok));
+        assert_quiet_and_balanced(&mut base);
+    });
+}
+
+#[test]
+fn runtime_style_handler_schedules_through_the_reserve_until_refused() {
+    // What a `Runtime` handler's `runtime::schedule_after` does: a schedule on its own base from
+    // inside the turn, through the `Remote` (the reserve and the notice stack), until refused,
+    // while another thread schedules on the same reserve. Every refusal hands its value back,
+    // every accepted schedule is filed by a turn or leaves the fd readable, and every accepted
+    // timer fires exactly once.
+    check("runtime_handler_until_refused", || {
+        let (mut base, remote, clock) = one_base::<u32>(4, 2);
+        base.schedule_after(Duration::ZERO, 0).unwrap();
+        let r = remote.clone();
+        let other = spawn(move || r.schedule_after(0, MS, 100).is_ok());
+        let mut accepted = Vec::new();
+        base.turn(|v| {
+            assert_eq!(v, 0);
+            for n in 1..=3 {
+                match remote.schedule_after(0, MS, n) {
+                    Ok(_) => accepted.push(n),
+                    Err(e) => {
+                        assert!(e.is_inbox_full(), "unexpected {e:?}");
+                        assert_eq!(e.into_inner(), n, "value handed back");
+                        break;
+                    }
+                }
+            }
+        });
+        assert!(!accepted.is_empty(), "the reserve had room for the handler");
+        let other_ok = other.join().unwrap();
+        // Every accepted schedule is filed by a turn, or its notice leaves the fd readable: an
+        // owner that slept on the fd with a notice untaken would spin here for ever.
+        let want = accepted.len() + usize::from(other_ok);
+        while base.len() < want {
+            sleep_on(base.fd());
+            base.turn(|v| panic!("fired {v} before 1 ms"));
+        }
+        clock.advance(MS);
+        let mut fired = Vec::new();
+        for _ in 0..2 {
+            base.turn(|v| fired.push(v));
+        }
+        fired.sort_unstable();
+        if other_ok {
+            accepted.push(100);
+        }
+        assert_eq!(fired, accepted);
         assert_quiet_and_balanced(&mut base);
     });
 }

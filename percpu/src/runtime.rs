@@ -8,8 +8,11 @@
 //!
 //! Code running on a runtime thread (a handler, typically) can schedule on its own core without
 //! naming it: [`schedule_after`] and [`current_base`] use a thread-local set when the thread starts.
-//! Such a schedule goes through the base's notice stack (the handler runs inside `turn`, which
-//! holds the base), and the turn leaves the fd readable so the next turn files it at once.
+//! Such a schedule goes through the base's reserve and notice stack (the handler runs inside
+//! `turn`, which holds the base): the same turn files it if the turn has not taken its notices
+//! yet, and otherwise leaves the fd readable so the next turn files it at once. When the reserve
+//! is empty the schedule is refused with `InboxFull` and its value, until the end of the turn
+//! refills it.
 //!
 //! With a [`crate::ManualClock`] there is no timerfd to wake a parked thread when time is moved
 //! by hand: call `remote().wake(i)` after advancing the clock.
