@@ -690,8 +690,8 @@ impl<T> Wheel<T> {
     }
 
     /// Walks every list and panics with a description if an invariant does not hold. O(timers);
-    /// meant for tests.
-    #[doc(hidden)]
+    /// for tests, with feature `test-hooks`.
+    #[cfg(feature = "test-hooks")]
     pub fn check_invariants(&self) {
         self.buckets.check_bitmaps();
         let mut seen = 0;

@@ -210,10 +210,20 @@ impl<T> Drop for Runtime<T> {
 
 /// The worker loop of a [`Runtime`] thread: turns `base`, calling `on_fire` for each due payload,
 /// and sleeps with `wait` (which blocks until the base's fd is readable) until `stop` is set and
-/// the base's owner is woken (`Remote::wake`). Public for the model checker, which passes a
-/// `wait` that spins instead of blocking; not part of the stable API.
-#[doc(hidden)]
+/// the base's owner is woken (`Remote::wake`). Public with feature `test-hooks` for the model
+/// checker, which passes a `wait` that spins instead of blocking; not part of the stable API.
+#[cfg(feature = "test-hooks")]
 pub fn run_until_stopped<T: Send + 'static>(
+    base: &mut Base<T>,
+    stop: &AtomicBool,
+    on_fire: impl FnMut(T),
+    wait: impl FnMut(&mut Base<T>),
+) {
+    worker_loop(base, stop, on_fire, wait);
+}
+
+/// The loop itself (see `run_until_stopped`).
+fn worker_loop<T: Send + 'static>(
     base: &mut Base<T>,
     stop: &AtomicBool,
     mut on_fire: impl FnMut(T),
@@ -251,7 +261,7 @@ impl<T: Send + 'static, F: Fn(T)> Worker<T, F> {
                 self.panics.fetch_add(1, Ordering::Relaxed);
             }
         };
-        run_until_stopped(&mut base, &self.stop, on_fire, |base| {
+        worker_loop(&mut base, &self.stop, on_fire, |base| {
             if let Err(e) = base.park(None) {
                 // epoll_wait fails only on a bad fd or memory fault; back off instead of spinning.
                 debug_assert!(false, "park failed: {e}");
