@@ -36,7 +36,7 @@ fn quick_run_writes_tables_csv_and_charts() {
         "percore_refresh",
         "percore_peers",
         "percore_ns_per_op",
-        "percore_inbox_full",
+        "percore_reserve_empty",
         "lateness_p99",
     ] {
         assert!(csv.contains(&format!("\n{section},")), "no {section} rows");

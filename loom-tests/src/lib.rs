@@ -145,18 +145,18 @@ pub fn sleep_on(fd: RawFd) {
 
 use tickwheel_percpu::{Base, ClockSource, Config, ManualClock, Mode, Remote};
 
-/// One base on a manual clock with a 1 ms tick, `slots` slots and `inbox` of them kept in reserve
+/// One base on a manual clock with a 1 ms tick, `slots` slots and `reserve` of them kept in reserve
 /// for remote schedules: small, so the model checker has few objects to track.
 pub fn one_base<T: Send + 'static>(
     slots: usize,
-    inbox: usize,
+    reserve: usize,
 ) -> (Base<T>, Remote<T>, ManualClock) {
     let clock = ManualClock::new();
     let config = Config::default()
         .mode(Mode::Exact)
         .clock(ClockSource::Manual(clock.clone()))
         .wheel_capacity(slots)
-        .inbox_capacity(inbox);
+        .reserve_capacity(reserve);
     let (mut bases, remote) = tickwheel_percpu::bases(1, config).expect("bases");
     (bases.pop().expect("one base"), remote, clock)
 }

@@ -32,7 +32,7 @@ fn drop_races_remote_schedule_and_cancel() {
             move || match r2.schedule_after(0, Duration::ZERO, Counted(d2)) {
                 Ok(_) => None,
                 Err(e) => {
-                    assert!(e.is_closed() || e.is_inbox_full(), "unexpected {e:?}");
+                    assert!(e.is_closed() || e.is_reserve_empty(), "unexpected {e:?}");
                     Some(e.into_inner())
                 }
             },

@@ -2,9 +2,9 @@
 //! load the owner with notices and the owner refills the reserve between turns.
 //!
 //! This is the interleaving in which an earlier design spun without bound: a remote that took a
-//! reserve slot and then found the inbox full had to give the slot back to a ring that other
+//! reserve slot and then found the reserve empty had to give the slot back to a ring that other
 //! remotes and the owner's refills had filled meanwhile. Here every schedule must return (with a
-//! handle, or with `InboxFull` and its value), every accepted payload fires exactly once, and every
+//! handle, or with `ReserveEmpty` and its value), every accepted payload fires exactly once, and every
 //! winning cancel keeps its timer from firing.
 
 use std::time::Duration;
@@ -26,7 +26,7 @@ fn remote_schedules_always_return() {
                 spawn(move || match r.schedule_after(0, Duration::ZERO, v) {
                     Ok(_) => true,
                     Err(e) => {
-                        assert!(e.is_inbox_full(), "unexpected {e:?}");
+                        assert!(e.is_reserve_empty(), "unexpected {e:?}");
                         assert_eq!(e.into_inner(), v, "value handed back");
                         false
                     }

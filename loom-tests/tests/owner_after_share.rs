@@ -90,7 +90,7 @@ fn owner_and_remote_empty_the_reserve_together() {
         let scheduler = spawn(move || match remote.schedule_after(0, MS, 100) {
             Ok(_) => true,
             Err(e) => {
-                assert!(e.is_inbox_full() || e.is_full(), "unexpected {e:?}");
+                assert!(e.is_reserve_empty() || e.is_full(), "unexpected {e:?}");
                 assert_eq!(e.into_inner(), 100, "value handed back");
                 false
             }
@@ -185,7 +185,7 @@ fn runtime_style_handler_schedules_through_the_reserve_until_refused() {
                 match remote.schedule_after(0, MS, n) {
                     Ok(_) => accepted.push(n),
                     Err(e) => {
-                        assert!(e.is_inbox_full(), "unexpected {e:?}");
+                        assert!(e.is_reserve_empty(), "unexpected {e:?}");
                         assert_eq!(e.into_inner(), n, "value handed back");
                         break;
                     }

@@ -12,7 +12,7 @@ fn produce(remote: &tickwheel_percpu::Remote<u32>, mut value: u32) {
         match remote.schedule_after(0, Duration::ZERO, value) {
             Ok(_) => return,
             Err(e) => {
-                assert!(e.is_inbox_full(), "unexpected {e:?}");
+                assert!(e.is_reserve_empty(), "unexpected {e:?}");
                 value = e.into_inner();
                 yield_now();
             }

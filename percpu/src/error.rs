@@ -11,10 +11,10 @@ use std::io;
 /// ```
 /// use tickwheel_percpu::{Config, ConfigError, base};
 ///
-/// let err = base::<u32>(Config::default().inbox_capacity(0)).unwrap_err();
+/// let err = base::<u32>(Config::default().reserve_capacity(0)).unwrap_err();
 /// let config = err.get_ref().and_then(|e| e.downcast_ref::<ConfigError>()).unwrap();
-/// assert_eq!(config.field(), "inbox_capacity");
-/// assert_eq!(err.to_string(), "inbox_capacity must be in 1..=2^20");
+/// assert_eq!(config.field(), "reserve_capacity");
+/// assert_eq!(err.to_string(), "reserve_capacity must be in 1..=2^20");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -29,7 +29,7 @@ impl ConfigError {
     }
 
     /// The refused field of [`Config`](crate::Config) (`"tick"`, `"wheel_capacity"`,
-    /// `"inbox_capacity"`), or `"n"` for the number of bases.
+    /// `"reserve_capacity"`), or `"n"` for the number of bases.
     pub fn field(&self) -> &'static str {
         self.field
     }
@@ -59,9 +59,9 @@ impl From<ConfigError> for io::Error {
 #[non_exhaustive]
 pub enum ScheduleError<T> {
     /// A schedule from another thread found the target base's reserve of free slots empty; its
-    /// owner refills it (to `Config::inbox_capacity` slots) at every turn. Retry after that turn
+    /// owner refills it (to `Config::reserve_capacity` slots) at every turn. Retry after that turn
     /// or shed load.
-    InboxFull(T),
+    ReserveEmpty(T),
     /// The base has no free slot: `Config::wheel_capacity` (or the default table size) is in use.
     Full(T),
     /// No base with that index in this set (or the calling thread runs no base of this payload
@@ -75,13 +75,13 @@ impl<T> ScheduleError<T> {
     /// The payload that was not scheduled.
     pub fn into_inner(self) -> T {
         match self {
-            Self::InboxFull(v) | Self::Full(v) | Self::NoSuchBase(v) | Self::Closed(v) => v,
+            Self::ReserveEmpty(v) | Self::Full(v) | Self::NoSuchBase(v) | Self::Closed(v) => v,
         }
     }
 
-    /// True for [`ScheduleError::InboxFull`].
-    pub fn is_inbox_full(&self) -> bool {
-        matches!(self, Self::InboxFull(_))
+    /// True for [`ScheduleError::ReserveEmpty`].
+    pub fn is_reserve_empty(&self) -> bool {
+        matches!(self, Self::ReserveEmpty(_))
     }
 
     /// True for [`ScheduleError::Full`].
@@ -101,7 +101,7 @@ impl<T> ScheduleError<T> {
 
     fn describe(&self) -> &'static str {
         match self {
-            Self::InboxFull(_) => {
+            Self::ReserveEmpty(_) => {
                 "the target base has no slot set aside for other threads until its owner turns"
             }
             Self::Full(_) => "the base has no free timer slot",
@@ -114,7 +114,7 @@ impl<T> ScheduleError<T> {
 impl<T> fmt::Debug for ScheduleError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let name = match self {
-            Self::InboxFull(_) => "InboxFull",
+            Self::ReserveEmpty(_) => "ReserveEmpty",
             Self::Full(_) => "Full",
             Self::NoSuchBase(_) => "NoSuchBase",
             Self::Closed(_) => "Closed",
@@ -137,8 +137,8 @@ mod tests {
 
     #[test]
     fn predicates_and_value_back() {
-        let e = ScheduleError::InboxFull(7);
-        assert!(e.is_inbox_full() && !e.is_full() && !e.is_no_such_base());
+        let e = ScheduleError::ReserveEmpty(7);
+        assert!(e.is_reserve_empty() && !e.is_full() && !e.is_no_such_base());
         assert_eq!(e.into_inner(), 7);
         let e = ScheduleError::NoSuchBase("x");
         assert!(e.is_no_such_base());

@@ -144,8 +144,8 @@ pub const DEFAULT_SLOTS: usize = 1 << 22;
 /// Largest `Config::wheel_capacity` (slot indices must stay below the stacks' end marker).
 pub const MAX_SLOTS: usize = u32::MAX as usize - 1;
 
-/// Largest `Config::inbox_capacity`.
-pub const MAX_INBOX: usize = 1 << 20;
+/// Largest `Config::reserve_capacity`.
+pub const MAX_RESERVE: usize = 1 << 20;
 
 /// How a set of bases is built: start from `Config::default()` and change what you need.
 ///
@@ -173,9 +173,9 @@ pub struct Config {
     /// `None`: [`DEFAULT_SLOTS`].
     pub wheel_capacity: Option<usize>,
     /// Free slots each base keeps in reserve for schedules from other threads (1 to
-    /// [`MAX_INBOX`], default 4096): how many remote schedules a base takes between two of its
-    /// turns before refusing with `InboxFull`. Remote cancels and re-arms need no reserve.
-    pub inbox_capacity: usize,
+    /// [`MAX_RESERVE`], default 4096): how many remote schedules a base takes between two of its
+    /// turns before refusing with `ReserveEmpty`. Remote cancels and re-arms need no reserve.
+    pub reserve_capacity: usize,
 }
 
 impl Default for Config {
@@ -185,7 +185,7 @@ impl Default for Config {
             tick: Duration::from_millis(1),
             clock: ClockSource::Monotonic,
             wheel_capacity: None,
-            inbox_capacity: 4096,
+            reserve_capacity: 4096,
         }
     }
 }
@@ -219,10 +219,10 @@ impl Config {
         self
     }
 
-    /// Sets [`Config::inbox_capacity`].
+    /// Sets [`Config::reserve_capacity`].
     #[must_use]
-    pub fn inbox_capacity(mut self, slots: usize) -> Self {
-        self.inbox_capacity = slots;
+    pub fn reserve_capacity(mut self, slots: usize) -> Self {
+        self.reserve_capacity = slots;
         self
     }
 }
@@ -239,8 +239,8 @@ fn validate(n: usize, config: &Config) -> Result<usize, ConfigError> {
     if slots == 0 || slots > MAX_SLOTS {
         return Err(ConfigError::new("wheel_capacity", "in 1..=u32::MAX - 1"));
     }
-    if config.inbox_capacity == 0 || config.inbox_capacity > MAX_INBOX {
-        return Err(ConfigError::new("inbox_capacity", "in 1..=2^20"));
+    if config.reserve_capacity == 0 || config.reserve_capacity > MAX_RESERVE {
+        return Err(ConfigError::new("reserve_capacity", "in 1..=2^20"));
     }
     Ok(slots)
 }
@@ -288,7 +288,7 @@ pub fn bases<T: Send + 'static>(n: usize, config: Config) -> io::Result<(Vec<Bas
         timeline,
         bases: shared.into_boxed_slice(),
     });
-    let reserve_target = config.inbox_capacity.min(slots);
+    let reserve_target = config.reserve_capacity.min(slots);
     let mut out = Vec::with_capacity(n);
     for (index, wheel) in wheels.into_iter().enumerate() {
         out.push(Base::new(group.clone(), index, wheel, reserve_target)?);

@@ -11,7 +11,7 @@
 //! Such a schedule goes through the base's reserve and notice stack (the handler runs inside
 //! `turn`, which holds the base): the same turn files it if the turn has not taken its notices
 //! yet, and otherwise leaves the fd readable so the next turn files it at once. When the reserve
-//! is empty the schedule is refused with `InboxFull` and its value, until the end of the turn
+//! is empty the schedule is refused with `ReserveEmpty` and its value, until the end of the turn
 //! refills it.
 //!
 //! With a [`crate::ManualClock`] there is no timerfd to wake a parked thread when time is moved

@@ -150,7 +150,7 @@ impl<T> Shared<T> {
         }
         // Relaxed: a statistic.
         self.refusals.count.fetch_add(1, Ordering::Relaxed);
-        ScheduleError::InboxFull(value)
+        ScheduleError::ReserveEmpty(value)
     }
 
     /// Cancels from any thread; true iff the timer will never fire.

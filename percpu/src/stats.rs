@@ -120,7 +120,7 @@ pub struct BaseStats {
     pub cancelled_remote: u64,
     /// Schedules from other threads refused because the base's reserve of free slots was empty
     /// (each refusal once, however often the caller retries).
-    pub inbox_full: u64,
+    pub reserve_empty: u64,
     /// Wheel entries that came due for a timer pushed later, and were filed again.
     pub refiled: u64,
     /// Cascades done by the wheel (always 0 in Coarse mode).

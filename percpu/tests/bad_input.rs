@@ -59,9 +59,9 @@ fn foreign_handles_do_nothing() {
 }
 
 #[test]
-fn full_inbox_hands_the_value_back() {
+fn empty_reserve_hands_the_value_back() {
     let clock = ManualClock::new();
-    let config = manual(&clock).inbox_capacity(2);
+    let config = manual(&clock).reserve_capacity(2);
     let (mut all, remote) = bases::<String>(1, config).unwrap();
     remote
         .schedule_after(0, Duration::ZERO, "a".into())
@@ -72,9 +72,9 @@ fn full_inbox_hands_the_value_back() {
     let e = remote
         .schedule_after(0, Duration::ZERO, "c".into())
         .unwrap_err();
-    assert!(e.is_inbox_full(), "{e}");
+    assert!(e.is_reserve_empty(), "{e}");
     assert_eq!(e.into_inner(), "c");
-    assert_eq!(all[0].stats().inbox_full, 1);
+    assert_eq!(all[0].stats().reserve_empty, 1);
     let mut got = Vec::new();
     all[0].turn(|v| got.push(v));
     got.sort(); // same tick: the wheel does not promise an order among them
@@ -90,7 +90,7 @@ fn full_inbox_hands_the_value_back() {
 #[test]
 fn full_table_hands_the_value_back() {
     let clock = ManualClock::new();
-    let config = manual(&clock).wheel_capacity(4).inbox_capacity(2);
+    let config = manual(&clock).wheel_capacity(4).reserve_capacity(2);
     let (mut all, remote) = bases::<u32>(1, config).unwrap();
     let base = &mut all[0];
     for v in 0..4 {
@@ -132,8 +132,8 @@ fn invalid_configs_are_errors() {
     };
     rejected(Config::default().tick(Duration::ZERO));
     // Each of these used to panic, abort or try to allocate hundreds of gigabytes.
-    for inbox in [0, 1 << 21, (1 << 32) + 1, usize::MAX / 2, usize::MAX] {
-        rejected(Config::default().inbox_capacity(inbox));
+    for reserve in [0, 1 << 21, (1 << 32) + 1, usize::MAX / 2, usize::MAX] {
+        rejected(Config::default().reserve_capacity(reserve));
     }
     for cap in [0, u32::MAX as usize, usize::MAX] {
         rejected(Config::default().wheel_capacity(cap));
@@ -141,7 +141,7 @@ fn invalid_configs_are_errors() {
     // The same bounds for the runtime, before any thread starts.
     let err = Runtime::<u32>::start(
         &[first_core()],
-        Config::default().inbox_capacity(usize::MAX),
+        Config::default().reserve_capacity(usize::MAX),
         |_| {},
     )
     .unwrap_err();
@@ -224,9 +224,12 @@ fn config_errors_name_the_field() {
     assert_eq!(refused(1, tick), "tick");
     let wheel = Config::default().wheel_capacity(0);
     assert_eq!(refused(1, wheel), "wheel_capacity");
-    let inbox = Config::default().inbox_capacity(0);
-    assert_eq!(refused(1, inbox.clone()), "inbox_capacity");
-    assert_eq!(field(base::<u32>(inbox).unwrap_err()), "inbox_capacity");
+    let no_reserve = Config::default().reserve_capacity(0);
+    assert_eq!(refused(1, no_reserve.clone()), "reserve_capacity");
+    assert_eq!(
+        field(base::<u32>(no_reserve).unwrap_err()),
+        "reserve_capacity"
+    );
 }
 
 #[test]

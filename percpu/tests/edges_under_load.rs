@@ -25,18 +25,18 @@ impl Drop for Tracked {
 
 #[test]
 fn racing_schedulers_take_every_reserved_slot_before_a_refusal() {
-    // After a turn the reserve holds `INBOX` slots. Four threads schedule at once, more than that
-    // in all, with the owner idle: exactly `INBOX` are accepted, every refusal is `InboxFull` with
+    // After a turn the reserve holds `RESERVE` slots. Four threads schedule at once, more than that
+    // in all, with the owner idle: exactly `RESERVE` are accepted, every refusal is `ReserveEmpty` with
     // the value handed back, and the owner's next turn fires every accepted one once.
-    const INBOX: usize = 64;
+    const RESERVE: usize = 64;
     const THREADS: usize = 4;
-    const EACH: usize = INBOX / THREADS + 6;
+    const EACH: usize = RESERVE / THREADS + 6;
     let clock = ManualClock::new();
     let config = Config::default()
         .mode(Mode::Exact)
         .clock(ClockSource::Manual(clock.clone()))
-        .wheel_capacity(4 * INBOX)
-        .inbox_capacity(INBOX);
+        .wheel_capacity(4 * RESERVE)
+        .reserve_capacity(RESERVE);
     let (mut all, remote) = bases::<usize>(1, config).unwrap();
     let base = &mut all[0];
     for round in 0..50 {
@@ -52,7 +52,7 @@ fn racing_schedulers_take_every_reserved_slot_before_a_refusal() {
                             match remote.schedule_after(0, Duration::ZERO, id) {
                                 Ok(_) => ok.push(id),
                                 Err(e) => {
-                                    assert!(e.is_inbox_full(), "round {round}: {e:?}");
+                                    assert!(e.is_reserve_empty(), "round {round}: {e:?}");
                                     assert_eq!(e.into_inner(), id, "value handed back");
                                 }
                             }
@@ -68,7 +68,7 @@ fn racing_schedulers_take_every_reserved_slot_before_a_refusal() {
         });
         assert_eq!(
             accepted.len(),
-            INBOX,
+            RESERVE,
             "round {round}: refused while the reserve still held slots, or took more than it held"
         );
         let mut fired = Vec::new();
@@ -95,7 +95,7 @@ fn a_base_dropped_under_remote_traffic_loses_no_payload() {
             .mode(Mode::Exact)
             .clock(ClockSource::Manual(clock.clone()))
             .wheel_capacity(512)
-            .inbox_capacity(16);
+            .reserve_capacity(16);
         let (mut all, remote) = bases::<Tracked>(1, config).unwrap();
         let mut base = all.pop().unwrap();
         let drops: Arc<Vec<AtomicU32>> = Arc::new((0..IDS).map(|_| AtomicU32::new(0)).collect());
@@ -122,7 +122,7 @@ fn a_base_dropped_under_remote_traffic_loses_no_payload() {
                                 return handles.len();
                             }
                             Err(e) => {
-                                assert!(e.is_inbox_full(), "{e:?}");
+                                assert!(e.is_reserve_empty(), "{e:?}");
                                 assert_eq!(e.into_inner().id, id, "value handed back");
                                 std::thread::yield_now();
                             }

@@ -81,7 +81,7 @@ fn remote_thread(r: usize, round: &Round, remote: &Remote<usize>, seed: u64) -> 
                         round.handles[id].set(h).unwrap();
                     }
                     Err(e) => {
-                        assert!(e.is_inbox_full(), "unexpected {e:?}");
+                        assert!(e.is_reserve_empty(), "unexpected {e:?}");
                         assert_eq!(e.into_inner(), id, "value handed back");
                         log.push(Ev::Schedule {
                             id,
@@ -241,7 +241,7 @@ fn racing_threads_agree_with_a_naive_model() {
         .mode(Mode::Exact)
         .clock(ClockSource::Manual(clock.clone()))
         .wheel_capacity(512)
-        .inbox_capacity(8);
+        .reserve_capacity(8);
     let (mut all, remote) = bases::<usize>(1, config).unwrap();
     let mut base = all.pop().unwrap();
     let epoch = base.now() - clock.elapsed();

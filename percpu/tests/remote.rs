@@ -24,7 +24,7 @@ fn schedule_from_another_thread_fires_on_owner() {
     assert_eq!(h.base(), 1);
     clock.advance(Duration::from_millis(2));
     assert_eq!(all[1].turn(|_| panic!("early")), 0);
-    assert_eq!(all[1].len(), 1, "applied from the inbox into the wheel");
+    assert_eq!(all[1].len(), 1, "filed from the notice into the wheel");
     clock.advance(Duration::from_millis(1));
     let mut got = Vec::new();
     all[1].turn(|v| got.push(v));
@@ -37,7 +37,7 @@ fn cancel_from_another_thread_before_and_after_apply() {
     let clock = ManualClock::new();
     let (mut all, remote) = bases::<u32>(1, config(&clock)).unwrap();
     let base = &mut all[0];
-    // Cancelled while still in the inbox: reclaimed when applied.
+    // Cancelled before the owner filed it: reclaimed when its notice is taken.
     let a = remote
         .schedule_after(0, Duration::from_millis(1), 1)
         .unwrap();

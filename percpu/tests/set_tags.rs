@@ -14,7 +14,7 @@ fn a_foreign_handle_never_cancels_a_timer_of_another_set() {
             .mode(Mode::Exact)
             .clock(ClockSource::Manual(ManualClock::new()))
             .wheel_capacity(1)
-            .inbox_capacity(1)
+            .reserve_capacity(1)
     };
     let (mut a, _remote_a) = bases::<u32>(1, config()).unwrap();
     let ha = a[0].schedule_after(Duration::from_secs(1), 1).unwrap();

@@ -150,7 +150,7 @@ fn worker(
                     ledger.scheduled.fetch_add(1, Ordering::AcqRel);
                 }
                 Err(e) => {
-                    assert!(e.is_inbox_full(), "unexpected {e:?}");
+                    assert!(e.is_reserve_empty(), "unexpected {e:?}");
                     assert_eq!(e.into_inner(), id);
                     ledger.state[id].store(UNSET, Ordering::Release);
                     // Back-pressure: the other owner is behind (descheduled); let it catch up.

@@ -28,7 +28,7 @@ fn counters_add_up() {
     assert_eq!(s.fired, 2);
     assert_eq!(s.cancelled_local, 1);
     assert_eq!(s.cancelled_remote, 1);
-    assert_eq!(s.inbox_full, 0);
+    assert_eq!(s.reserve_empty, 0);
     assert_eq!(
         s.scheduled,
         s.fired + s.cancelled_local + s.cancelled_remote

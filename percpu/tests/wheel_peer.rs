@@ -155,7 +155,7 @@ fn base_and_locked_wheel_agree_op_for_op() {
         .mode(Mode::Exact)
         .clock(ClockSource::Manual(clock.clone()))
         .wheel_capacity(4096)
-        .inbox_capacity(64);
+        .reserve_capacity(64);
     let (mut all, remote) = bases::<usize>(1, config).unwrap();
     let mut base = all.pop().unwrap();
     let epoch = base.now();

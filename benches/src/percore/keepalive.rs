@@ -29,7 +29,7 @@
 //! Phases are separated by spinning barriers during which a percpu thread keeps turning its base
 //! about every microsecond (a base that stopped turning would leave remote schedulers without
 //! reserve slots); the lock-based designs need nothing from an idle thread and just spin. The
-//! `InboxFull` count is the bases' own counter
+//! `ReserveEmpty` count is the bases' own counter
 //! ([`tickwheel_percpu::BaseStats`]) read just before and just after the timed phase, so setup is
 //! not counted; the [`Stalls`] are the runner's own count of remote schedules that had to wait
 //! for a reserve slot, and for how long (a remote refresh cannot be refused).
@@ -199,14 +199,14 @@ impl Checksum {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Backpressure {
-    /// `BaseStats::inbox_full`: remote schedules refused because the reserve was empty.
-    pub inbox_full: u64,
+    /// `BaseStats::reserve_empty`: remote schedules refused because the reserve was empty.
+    pub reserve_empty: u64,
 }
 
 impl Backpressure {
     fn since(self, before: Backpressure) -> Backpressure {
         Backpressure {
-            inbox_full: self.inbox_full - before.inbox_full,
+            reserve_empty: self.reserve_empty - before.reserve_empty,
         }
     }
 }
@@ -237,7 +237,7 @@ impl Run {
     }
 
     /// Retried remote schedules, all threads.
-    pub fn inbox_full_retries(&self) -> u64 {
+    pub fn reserve_empty_retries(&self) -> u64 {
         self.cores.iter().map(|c| c.stalls.retries).sum()
     }
 
@@ -322,7 +322,7 @@ pub fn keepalive_scaling(design: Design, load: &Load) -> Result<Run, String> {
     for out in outs {
         run.cores.push(out.core);
         run.checksum.add(out.checksum);
-        run.backpressure.inbox_full += out.backpressure.inbox_full;
+        run.backpressure.reserve_empty += out.backpressure.reserve_empty;
     }
     Ok(run)
 }
@@ -568,7 +568,7 @@ fn schedule_remote(
                 }
                 return Ok(h);
             }
-            Err(ScheduleError::InboxFull(v)) => {
+            Err(ScheduleError::ReserveEmpty(v)) => {
                 value = v;
                 since.get_or_insert_with(Instant::now);
                 stalls.retries += 1;
@@ -663,7 +663,7 @@ impl Worker for PercpuWorker {
     fn backpressure(&self) -> Backpressure {
         let stats = self.base.stats();
         Backpressure {
-            inbox_full: stats.inbox_full,
+            reserve_empty: stats.reserve_empty,
         }
     }
 }

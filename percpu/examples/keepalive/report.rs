@@ -177,13 +177,13 @@ fn print_cores(cores: &[CoreReport]) {
         let l = &b.lateness;
         println!(
             "    base {}: scheduled {}, fired {}, cancelled locally {}, cancelled remotely {}, \
-             inbox full {}, cascades {}, fire lateness over {} fires: p50 {} p99 {} max {}",
+             reserve empty {}, cascades {}, fire lateness over {} fires: p50 {} p99 {} max {}",
             c.index,
             b.scheduled,
             b.fired,
             b.cancelled_local,
             b.cancelled_remote,
-            b.inbox_full,
+            b.reserve_empty,
             b.cascades,
             l.count,
             ms(l.p50),

@@ -373,7 +373,7 @@ impl<T: Send + 'static> Base<T> {
             fired: self.counters.fired,
             cancelled_local: self.counters.cancelled_local,
             cancelled_remote: self.counters.cancelled_remote,
-            inbox_full: refused,
+            reserve_empty: refused,
             refiled: self.counters.refiled,
             cascades: self.wheel.stats().cascades,
             lateness: self.counters.lateness.summary(),

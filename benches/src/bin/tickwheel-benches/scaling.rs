@@ -50,7 +50,7 @@ pub(crate) struct Cell {
     rates: Vec<f64>,
     /// Nanoseconds per refresh on each thread.
     ns: Vec<f64>,
-    /// percpu only: `InboxFull` refusals, their retries, and ms stalled, per repetition.
+    /// percpu only: `ReserveEmpty` refusals, their retries, and ms stalled, per repetition.
     pressure: [Vec<f64>; 3],
 }
 
@@ -87,7 +87,7 @@ impl Scaling {
             .map(|c| median(&c.ns))
     }
 
-    /// Median of percpu's pressure counter `k` (0: InboxFull, 2: ms stalled).
+    /// Median of percpu's pressure counter `k` (0: ReserveEmpty, 2: ms stalled).
     fn pressure(&self, k: usize, share: Share, per_core: usize, threads: u64) -> String {
         self.cell(Design::Percpu, share, per_core, threads)
             .filter(|c| !c.pressure[k].is_empty())
@@ -175,8 +175,8 @@ impl Scaling {
 }
 
 const PRESSURE: [&str; 3] = [
-    "percore_inbox_full",
-    "percore_inbox_retries",
+    "percore_reserve_empty",
+    "percore_reserve_retries",
     "percore_stalled_ms",
 ];
 
@@ -285,8 +285,8 @@ fn measure(mut load: Load, share: Share, reps: u64) -> Vec<Cell> {
             cell.ns.push(run.ns_per_op());
             sums.push((design.name(), run.checksum));
             if design == Design::Percpu {
-                cell.pressure[0].push(run.backpressure.inbox_full as f64);
-                cell.pressure[1].push(run.inbox_full_retries() as f64);
+                cell.pressure[0].push(run.backpressure.reserve_empty as f64);
+                cell.pressure[1].push(run.reserve_empty_retries() as f64);
                 cell.pressure[2].push(run.stalled().as_secs_f64() * 1e3);
             }
         }
@@ -312,7 +312,7 @@ pub(crate) fn one_keepalive_run(design: Design, load: &Load) -> Result<String, S
         run.ns_per_op(),
         run.checksum,
         run.backpressure,
-        run.inbox_full_retries(),
+        run.reserve_empty_retries(),
         run.stalled()
     ))
 }
@@ -458,7 +458,7 @@ fn peer_table(s: &Scaling, pop: usize) -> String {
         pop_label(pop)
     );
     md.push_str(
-        "| threads | remote | percpu | wheel/core + std Mutex | wheel/core + parking_lot | global Mutex | bare Wheel | percpu / std | percpu / parking_lot | percpu scaling | std Mutex scaling | InboxFull | stalled (ms) |\n",
+        "| threads | remote | percpu | wheel/core + std Mutex | wheel/core + parking_lot | global Mutex | bare Wheel | percpu / std | percpu / parking_lot | percpu scaling | std Mutex scaling | ReserveEmpty | stalled (ms) |\n",
     );
     md.push_str("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for t in s.threads() {
@@ -520,7 +520,7 @@ fn local_remote_table(s: &Scaling) -> String {
         md,
         "### one keepalive refresh, local and remote — ns per refresh on each thread, turns included ({pair} threads; local: the 0% run; remote: 2·t(50%) − t(0%), and the 100% run)\n"
     );
-    md.push_str("| design | timers/core | local | remote | remote / local | all remote (100%) | 100% / local | InboxFull (100%) |\n|---|---|---:|---:|---:|---:|---:|---:|\n");
+    md.push_str("| design | timers/core | local | remote | remote / local | all remote (100%) | 100% / local | ReserveEmpty (100%) |\n|---|---|---:|---:|---:|---:|---:|---:|\n");
     for pop in s.populations() {
         for d in [
             Design::Percpu,
@@ -652,7 +652,7 @@ fn cross_core_lines(s: &Scaling, pop: usize, pair: u64, lines: &mut String) {
         .filter(|c| c.design == Design::Percpu && c.per_core == pop && c.share != ALL_REMOTE)
         .flat_map(|c| c.pressure[0].iter().copied())
         .reduce(f64::max);
-    let target = "percpu InboxFull in the timed phase (worst run)".to_string();
+    let target = "percpu ReserveEmpty in the timed phase (worst run)".to_string();
     line(
         lines,
         target,
