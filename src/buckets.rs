@@ -380,11 +380,13 @@ impl<T> Buckets<T> {
 
     // ---- checks ----------------------------------------------------------------------------
 
+    #[cfg(any(test, feature = "test-hooks"))]
     /// Every entry on `bucket`; for checks in tests.
     pub(crate) fn members(&self, bucket: Bucket) -> Vec<u32> {
         self.slab.members(bucket)
     }
 
+    #[cfg(any(test, feature = "test-hooks"))]
     /// Panics unless every bitmap bit agrees with its list. O(buckets).
     pub(crate) fn check_bitmaps(&self) {
         assert_eq!(

@@ -132,6 +132,7 @@ pub(crate) fn slot_of_granule(granule: u64) -> usize {
     (granule & SLOT_MASK) as usize
 }
 
+#[cfg(any(test, feature = "test-hooks"))]
 /// Coarse mode: the bucket within its level of a timer that expires at `expiry` (already rounded).
 #[inline]
 pub(crate) fn bucket_for(expiry: u64, level: usize) -> usize {

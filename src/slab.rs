@@ -295,6 +295,7 @@ impl<T> Slab<T> {
         None
     }
 
+    #[cfg(any(test, feature = "test-hooks"))]
     /// Every entry on `bucket`, chain by chain, checking the `prev` links; for checks in tests.
     pub(crate) fn members(&self, bucket: Bucket) -> Vec<u32> {
         let mut out = Vec::new();

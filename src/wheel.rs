@@ -53,9 +53,9 @@
 //!   next sweep; the sweep that finds nothing costs one walk of the overflow list.
 //! - A sweep walks the whole overflow list. It is meant for rare, very long timers.
 
-use crate::buckets::{Bucket, Buckets, is_wheel_bucket, level_and_slot, wheel_bucket};
+use crate::buckets::{Bucket, Buckets, is_wheel_bucket, wheel_bucket};
 use crate::geometry::{
-    self, SLOTS, granularity_shift, granules_ceil, granules_to_tick, level_for, level_for_delay,
+    SLOTS, granularity_shift, granules_ceil, granules_to_tick, level_for, level_for_delay,
     level_span_ticks, round_up, slot_for, slot_of_granule, slot_start, top_block_start,
 };
 use crate::{Builder, Full, Mode, Stats, TimerId};
@@ -717,13 +717,14 @@ impl<T> Wheel<T> {
         );
     }
 
+    #[cfg(any(test, feature = "test-hooks"))]
     fn check_placement(&self, bucket: Bucket, expiry: u64) {
         assert!(
             expiry >= self.clock,
             "bucket {bucket}: expiry {expiry} behind clock {}",
             self.clock
         );
-        let (level, slot) = level_and_slot(bucket);
+        let (level, slot) = crate::buckets::level_and_slot(bucket);
         match self.mode {
             Mode::Exact => {
                 // The slot is not behind the clock, and comes due no later than its timers
@@ -752,7 +753,7 @@ impl<T> Wheel<T> {
                 let granule = granules_ceil(expiry, shift);
                 if granule - first < SLOTS as u64 && expiry == tick {
                     assert_eq!(
-                        geometry::bucket_for(expiry, level),
+                        crate::geometry::bucket_for(expiry, level),
                         slot,
                         "bucket of {expiry}"
                     );
