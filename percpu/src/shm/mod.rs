@@ -60,7 +60,7 @@
 //! |-----------------------------------------------|------------------------------------|-------------|
 //! | scheduler: pop and claim                      | `FREE` slot on no stack            | recovery scan: re-issued at `g+1` (a live claimer's CAS then fails and it pops again) |
 //! | scheduler: claim and `PENDING` store          | `HELD(g, dead pid)`                | recovery scan: freed |
-//! | scheduler: `PENDING` store and dirty bit (or between bitmap levels) | armed slot not indexed; a leaf word that swallows later marks | recovery: bitmap swept, slot indexed |
+//! | scheduler: `PENDING` store and dirty bit (or between bitmap levels) | armed slot not indexed (later marks, its word's included, each reach the top by themselves) | recovery: bitmap swept, slot indexed |
 //! | canceller: CAS and dirty bit                  | `CANCELLED` slot still indexed     | the owner frees it when its deadline comes (fire CAS fails) or in recovery |
 //! | owner: anywhere                               | owner word names a dead process    | takeover: one CAS, then a full scan rebuilds the index |
 //! | owner: fire CAS and handler's end             | `FIRING(g)` slot                   | the next owner hands its payload over as *interrupted* ([`Advancer::take_interrupted`]): it may or may not have been handled |
@@ -78,6 +78,22 @@
 //! by CAS when it is zero, or when the process it names is gone (pid missing, every thread of it
 //! exited, or a pid now running a process with another start time: see `proc` for how pid reuse
 //! and unreadable `/proc` entries are handled).
+//!
+//! # A stopped process
+//!
+//! A process stopped (`SIGSTOP`, a debugger, a long preemption) between any two of its shared
+//! writes holds up only its own operation, never another process's:
+//!
+//! - **A stopped scheduler or canceller**: every other process's timer that is due fires at the
+//!   owner's first turn after its deadline and its schedule's return, as if the stopped process
+//!   did not exist (the owner's fd wakes for it as [below](self#waking-the-owner)). Each marker
+//!   takes its own mark to the top of the bitmap, so none waits for another to finish. The
+//!   stopped one's own timer waits until it continues (or dies and a recovery indexes it).
+//! - **A stopped owner**: nothing fires until it continues, since a live owner is never taken
+//!   over; the timers fire late, never lost, and other processes' schedules and cancels go on.
+//!
+//! The `shm_stopped` test stops a scheduler-and-canceller and an owner before each of their
+//! numbered shared writes in turn and checks this while the process is stopped.
 //!
 //! # Waking the owner
 //!
@@ -119,14 +135,6 @@
 //! # Given up
 //!
 //! - Deadlines are fixed once scheduled (no reset): a reset would need a second state per slot.
-//! - A stalled process can delay other processes' timers without bound. A scheduler whose dirty
-//!   bit lands in a leaf word that another process has just made non-zero leaves the upper levels
-//!   to that process. While that process sits between its two bitmap writes (preempted, or
-//!   stopped with `SIGSTOP`), the owner's turns do not see the leaf word, so every timer marked
-//!   into those 64 slots meanwhile is late: it fires once the stalled process makes its next
-//!   write, or at the next recovery (a takeover, a registered process seen dead, or
-//!   [`Advancer::recover`], which sweeps every bitmap word), not by any bound of its own. The
-//!   loom model of the wake-up has one scheduler.
 //! - All processes must share one pid namespace (liveness is judged by pid and start time).
 //! - Generations are 32 bits: a handle kept across 2^32 re-uses of its slot could match again.
 //! - A set in a file is shared memory, not a database: after a machine crash its contents are

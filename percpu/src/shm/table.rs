@@ -442,18 +442,26 @@ impl<'a> View<'a> {
     }
 
     /// [`mark`](View::mark) stopped after `levels` levels (a crash between levels, for tests).
+    ///
+    /// The leaf bit is set by `fetch_or`; at each level above, the marker looks (a load) and sets
+    /// the bit for the word below if it is clear. It never leaves a level to another marker, so a
+    /// marker stopped between two levels hides only its own mark: whoever marks after it finds
+    /// the bit missing above and sets it.
     pub(crate) fn mark_levels(&self, s: u32, levels: usize) {
         let mut index = s as usize;
-        for &(start, _) in self.layout.levels.iter().take(levels) {
+        for (level, &(start, _)) in self.layout.levels.iter().enumerate().take(levels) {
             let bit = 1u64 << (index % MARK_BITS);
-            hooks::store_point();
-            // AcqRel: Release carries the state store (and every level below) to the owner's
-            // swap; Acquire makes this RMW part of the chain of the previous marker of the word.
-            let old = self.words[start + index / MARK_BITS].fetch_or(bit, Ordering::AcqRel);
-            if old != 0 {
-                // Whoever made the word non-zero marks the level above (or the owner already
-                // swapped it out of a marked word above, and will read it with the rest).
-                return;
+            let word = &self.words[start + index / MARK_BITS];
+            // Acquire: with the RMW below it, part of the chain that orders each level's look
+            // after the owner's swap of the level above (the owner swaps top-down, AcqRel): a
+            // marker whose RMW below follows the owner's swap of that word sees the owner's
+            // earlier swap of this one, so a bit it sees set here is one the owner has yet to
+            // take, and taking it takes the word below after our bit.
+            if level == 0 || word.load(Ordering::Acquire) & bit == 0 {
+                hooks::store_point();
+                // AcqRel: Release carries the state store (and every level below) to the owner's
+                // swap; Acquire reads the owner's swaps and the other markers' writes, as above.
+                word.fetch_or(bit, Ordering::AcqRel);
             }
             index /= MARK_BITS;
         }
@@ -492,18 +500,16 @@ impl<'a> View<'a> {
     }
 
     /// Owner, in recovery: clears every word of every level, top level first, without looking
-    /// at the bits (the full scan that follows looks at every slot). Top-down, so a marker racing
-    /// the sweep either has its upper bits swept after its leaf bit (consumed here, its slot seen
-    /// by the scan) or finds its leaf word zero again and marks the levels above afresh. This also
-    /// unsticks a leaf left non-zero by a process killed before it marked the level above.
+    /// at the bits (the full scan that follows looks at every slot). Top-down and every word by
+    /// a swap (an RMW even where the word is zero), so a marker racing the sweep either has its
+    /// leaf bit swept (and the scan's Acquire loads see its slot's state) or, its leaf RMW
+    /// coming after the sweep's, sees the swept levels above clear and marks them afresh.
     pub(crate) fn sweep_marks(&self) {
         for &(start, words) in self.layout.levels.iter().rev() {
             for w in start..start + words {
+                hooks::store_point();
                 // AcqRel: as in `take_word`; the scan's Acquire loads then see the marked states.
-                if self.words[w].load(Ordering::Relaxed) != 0 {
-                    hooks::store_point();
-                    self.words[w].swap(0, Ordering::AcqRel);
-                }
+                self.words[w].swap(0, Ordering::AcqRel);
             }
         }
     }
