@@ -125,8 +125,10 @@ fn canceller_killed_after_its_cas() {
     assert!(victim.cancel_crashing(h));
     w.kill(VICTIM, victim);
     assert!(!owner.cancel(h), "the dead process's cancel won");
-    // No recovery: the fire CAS fails on CANCELLED and the owner frees the slot.
+    // The fire CAS fails: the word is FREE, named for the dead canceller, on no stack.
     assert_eq!(fire_all(&mut adv, 10), [] as [u64; 0]);
+    // Recovery re-issues it once that process is dead.
+    assert_eq!(adv.recover().reclaimed, 1);
     assert_no_leak(&w, &mut adv);
 }
 

@@ -16,6 +16,8 @@ use tickwheel_percpu::shm::{Advancer, Client, Config, Segment, hooks};
 
 /// Two bitmap levels (16 leaf words under one top word), so marks go through a summary level.
 const CAPACITY: usize = 1024;
+/// Slots the stopped child may hold: its live timers and the one operation it is in.
+const CHILD_SLOTS: usize = 4;
 
 /// The parent's due timers fire at the next turn although the child stopped mid-mark: five in
 /// the leaf word the child marks into, five in the next one.
@@ -52,6 +54,32 @@ fn others_fire_at_the_next_turn(parent: &Client, adv: &mut Advancer) -> Result<(
             due.len()
         ))
     }
+}
+
+/// Without any turn: fill every slot the child cannot hold, cancel them all, fill them again.
+fn cancelled_slots_come_back_without_a_turn(parent: &Client, live: usize) -> Result<(), String> {
+    let room = CAPACITY - live - CHILD_SLOTS;
+    for round in 0..2 {
+        let mut hs = Vec::new();
+        for i in 0..room {
+            match parent.schedule_at(1 << 40, 200 + i as u64) {
+                Ok(h) => hs.push(h),
+                Err(e) => {
+                    for h in hs {
+                        parent.cancel(h);
+                    }
+                    return Err(format!(
+                        "round {round}: {e} with {} of {CAPACITY} slots live",
+                        live + i
+                    ));
+                }
+            }
+        }
+        for h in hs {
+            assert!(parent.cancel(h));
+        }
+    }
+    Ok(())
 }
 
 /// A stopped child: [`resume`](Stopped::resume) continues and reaps it; dropped without that
@@ -99,9 +127,12 @@ fn every_stop(role: Role) -> (u64, Vec<String>) {
         if stopped {
             let child = Stopped(pid);
             let checks = match adv.as_mut() {
-                Some(adv) => vec![others_fire_at_the_next_turn(&parent, adv)],
-                // The owner is stopped: nothing fires until it continues.
-                None => vec![],
+                Some(adv) => vec![
+                    others_fire_at_the_next_turn(&parent, adv),
+                    cancelled_slots_come_back_without_a_turn(&parent, 0),
+                ],
+                // The owner is stopped: nothing fires, but schedules and cancels go on.
+                None => vec![cancelled_slots_come_back_without_a_turn(&parent, 4)],
             };
             // Frees what the checks cancelled, for a protocol whose cancelled slots wait for the
             // owner, so that the child can finish its own schedules once continued.
