@@ -51,3 +51,35 @@ fn died_after_claim() {
 fn died_after_arm() {
     died_at(CrashPoint::AfterArm, "shm_recovery_after_arm");
 }
+
+#[test]
+fn recovery_races_a_live_cancellers_push() {
+    // A canceller died between its CAS and its push; recovery re-issues that slot while a live
+    // canceller pushes another one. Neither slot is lost or put on the stack twice.
+    check("shm_recovery_vs_push", || {
+        let seg = Segment::anonymous(&Config::new(2).manual_clock())
+            .unwrap()
+            .with_liveness_probe(StdArc::new(|pid| pid != 2));
+        let owner = seg.attach_as(1).unwrap();
+        let mut adv = owner.advancer().unwrap();
+        let (h0, h1) = (
+            owner.schedule_at(5, 10).unwrap(),
+            owner.schedule_at(5, 11).unwrap(),
+        );
+        let victim = seg.attach_as(2).unwrap();
+        assert!(victim.cancel_crashing(h0));
+        victim.crash();
+        let live = seg.attach_as(3).unwrap();
+        let t = spawn(move || assert!(live.cancel(h1)));
+        adv.recover();
+        t.join().unwrap();
+        adv.advance_to(5);
+        adv.turn(|p| panic!("cancelled {p} fired"));
+        adv.recover();
+        // Both slots are free again, each once.
+        let a = owner.schedule_at(9, 1).unwrap();
+        let b = owner.schedule_at(9, 2).unwrap();
+        assert_ne!(a, b);
+        assert!(owner.schedule_at(9, 3).is_err());
+    });
+}

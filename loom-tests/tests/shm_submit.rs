@@ -1,9 +1,10 @@
 //! Shared timer sets, model 2: schedulers mark the dirty bitmap while the owner takes it. The
-//! owner spins until it has fired both timers, so a lost mark would spin it forever.
+//! owner spins until it has fired both timers, so a lost mark would spin it forever. A marker
+//! stopped between two levels must not hide the others' marks.
 
 use tickwheel_loom_tests::check;
 use tickwheel_loom_tests::sync::{spawn, yield_now};
-use tickwheel_percpu::shm::{Advancer, Client, Config, Segment};
+use tickwheel_percpu::shm::{Advancer, Client, Config, CrashPoint, Segment};
 
 fn spin_until_fired(adv: &mut Advancer, want: &[u64]) {
     let mut fired = Vec::new();
@@ -52,6 +53,22 @@ fn marks_under_different_upper_words_race_the_take() {
         let hs: Vec<_> = (0..4).map(|p| owner.schedule_at(100, p).unwrap()).collect();
         assert!(owner.cancel(hs[0]));
         adv.turn(|_| {});
+        race(&seg, &owner, adv);
+    });
+}
+
+#[test]
+fn a_marker_stopped_between_levels_hides_no_other_mark() {
+    // A process stopped after its leaf mark (slot 0, leaf word 0; never resumed in the model):
+    // the racers' slots 1 (the same leaf word) and 2 (the next leaf word, under the same middle
+    // word) must still reach the owner. Its own timer is far off, so only theirs fire.
+    check("shm_mark_past_a_stopped_marker", || {
+        let seg = Segment::anonymous(&Config::new(5).manual_clock()).unwrap();
+        let owner = seg.attach_as(1).unwrap();
+        let adv = owner.advancer().unwrap();
+        let stopped = seg.attach_as(4).unwrap();
+        let h = stopped.schedule_crashing(CrashPoint::AfterLeafMark, 100, 20);
+        assert_eq!(h.map(|h| (h.to_u128() >> 32) as u32), Some(0));
         race(&seg, &owner, adv);
     });
 }

@@ -107,7 +107,7 @@ fn other_version_and_inconsistent_header() {
     let p = made(&d, "v", 1000);
     patch_word(&p, 1, 99);
     match Segment::open_file(&p).unwrap_err() {
-        Error::Version { found, supported } => assert_eq!((found, supported), (99, 1)),
+        Error::Version { found, supported } => assert_eq!((found, supported), (99, 2)),
         e => panic!("{e}"),
     }
     // A capacity that does not match the stated size.

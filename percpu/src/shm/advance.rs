@@ -171,10 +171,10 @@ impl Advancer {
             // visible); a cancel that lands after this load sends its own mark.
             *word = v.state(*s).load(Ordering::Acquire);
         }
-        let mut freed = Freed::default();
         for &(s, word) in marked.iter() {
-            reconcile(&v, wheel, index, s, word, &mut freed);
+            reconcile(&v, wheel, index, s, word);
         }
+        let mut freed = Freed::default();
         let now = client.now();
         let mut fired = 0;
         let mut panicked = None;
@@ -203,7 +203,7 @@ impl Advancer {
     }
 
     /// Scans every slot ever used and repairs what dead processes left (see the module table in
-    /// `shm`): O(slots used). Runs by itself at takeover and when a registered process is seen
+    /// `shm`): O(slots used + capacity / 64). Runs by itself at takeover and when a registered process is seen
     /// dead; call it after reaping a child you killed to repair at once.
     pub fn recover(&mut self) -> Recovery {
         let Advancer {
@@ -216,36 +216,33 @@ impl Advancer {
         let v = client.view();
         let liveness = &client.segment.inner.liveness;
         v.sweep_marks();
-        let on_stack = v.walk_free();
         let mut r = Recovery {
             scanned: v.used(),
             ..Recovery::default()
         };
+        let mut freed = Freed::default();
+        // FREE words that may be on no stack: checked against the stack after the scan.
+        let mut loose = Vec::new();
         for s in 0..r.scanned as u32 {
             // Acquire: see the contents the last writer of the state published.
             let word = v.state(s).load(Ordering::Acquire);
             let (_, tag, holder) = unpack(word);
             match tag {
-                Tag::Free if on_stack[s as usize / 64] >> (s % 64) & 1 == 0 => {
-                    // Popped by a process that died before claiming it, or freed by a dead owner
-                    // that did not push it. A live popper's claim (expecting `g`) fails after this.
-                    if v.free(s, word) {
-                        r.reclaimed += 1;
-                    }
-                }
+                // FREE(g): on the stack, popped by a process that has yet to claim it (or died
+                // first), or freed by a dead owner that did not push it. FREE(g, p): canceller p
+                // is pushing it; once p is dead, pushed or not.
+                Tag::Free if holder == 0 || !alive(liveness, holder) => loose.push((s, word)),
+                Tag::Free => {}
                 Tag::Held => {
-                    let (pid, start) = split_holder(holder);
-                    if !liveness.alive(pid, start, 7) && v.free(s, word) {
+                    if !alive(liveness, holder) && v.retire(s, word, &mut freed) {
                         r.reclaimed += 1;
                     }
                 }
-                Tag::Pending | Tag::Cancelled => {
-                    if tag == Tag::Pending && index[s as usize] == 0 {
+                Tag::Pending => {
+                    if index[s as usize] == 0 {
                         r.indexed += 1;
                     }
-                    let mut freed = Freed::default();
-                    reconcile(&v, wheel, index, s, word, &mut freed);
-                    v.push_freed(&mut freed);
+                    reconcile(&v, wheel, index, s, word);
                 }
                 Tag::Firing => {
                     // Left FIRING until `take_interrupted` frees it: an owner killed before
@@ -256,9 +253,20 @@ impl Advancer {
                         r.interrupted += 1;
                     }
                 }
-                Tag::Free | Tag::Corrupt => {}
+                Tag::Corrupt => {}
             }
         }
+        // A word still as the scan saw it was pushed by nobody since: a FREE(g) word is pushed
+        // before it reads so (by a canceller) or by this owner, and a FREE(g, p) word's p is
+        // dead. So a loose slot missing from a walk made after the scan is on no stack; a live
+        // popper's claim, expecting `g`, fails once it is re-issued at `g + 1`.
+        let on_stack = v.walk_free();
+        for (s, word) in loose {
+            if on_stack[s as usize / 64] >> (s % 64) & 1 == 0 && v.retire(s, word, &mut freed) {
+                r.reclaimed += 1;
+            }
+        }
+        v.push_freed(&mut freed);
         v.count(layout::W_RECLAIMED, r.reclaimed as u64);
         r
     }
@@ -307,7 +315,8 @@ impl Advancer {
         self.crashed = true;
     }
 
-    /// Timers in the owner's index (armed and applied, not yet fired or cancelled).
+    /// Entries in the owner's index: timers armed and applied, not yet fired, and cancelled ones
+    /// whose entry waits for its deadline or the slot's next arming (at most one a slot).
     pub fn indexed(&self) -> usize {
         self.wheel.len()
     }
@@ -407,44 +416,28 @@ impl Drop for Advancer {
     }
 }
 
-/// Brings slot `s`, whose state word was `word`, and the index into agreement (after a mark, or
-/// during recovery). Freed slots go into `freed`.
-fn reconcile(
-    v: &View<'_>,
-    wheel: &mut Wheel<u64>,
-    index: &mut [u64],
-    s: u32,
-    word: u64,
-    freed: &mut Freed,
-) {
+/// Indexes slot `s`, whose state word was `word`, if it is armed (after a mark, or during
+/// recovery). An entry the slot's earlier arming left (cancelled since: cancels do not tell the
+/// owner, they free the slot themselves) is replaced.
+fn reconcile(v: &View<'_>, wheel: &mut Wheel<u64>, index: &mut [u64], s: u32, word: u64) {
     let (g, tag, _) = unpack(word);
-    match tag {
-        Tag::Pending => {
-            let entry = u64::from(g) << 32 | u64::from(s);
-            let id = index[s as usize];
-            if id != 0 {
-                let id = TimerId::from_bits(id - 1);
-                if wheel.get(id) == Some(&entry) {
-                    return;
-                }
-                // Indexed at another generation: only an overwritten set gets here.
-                wheel.cancel(id);
-            }
-            let (deadline, _) = v.contents(s);
-            let Ok(id) = wheel.insert(deadline, entry) else {
-                unreachable!("the owner's wheel is unbounded");
-            };
-            index[s as usize] = id.to_bits() + 1;
-        }
-        Tag::Cancelled => {
-            let id = std::mem::take(&mut index[s as usize]);
-            if id != 0 {
-                wheel.cancel(TimerId::from_bits(id - 1));
-            }
-            v.retire(s, word, freed);
-        }
-        _ => {}
+    if tag != Tag::Pending {
+        return;
     }
+    let entry = u64::from(g) << 32 | u64::from(s);
+    let id = index[s as usize];
+    if id != 0 {
+        let id = TimerId::from_bits(id - 1);
+        if wheel.get(id) == Some(&entry) {
+            return;
+        }
+        wheel.cancel(id);
+    }
+    let (deadline, _) = v.contents(s);
+    let Ok(id) = wheel.insert(deadline, entry) else {
+        unreachable!("the owner's wheel is unbounded");
+    };
+    index[s as usize] = id.to_bits() + 1;
 }
 
 /// Fires slot `s` at generation `g`, which the wheel says is due: true if the handler ran, false
@@ -463,12 +456,8 @@ fn fire(
             v.retire(s, pack(g, Tag::Firing, 0), freed);
             Ok(true)
         }
-        Err(word) => {
-            if unpack(word).1 == Tag::Cancelled {
-                v.retire(s, word, freed);
-            }
-            Ok(false)
-        }
+        // Cancelled (and freed by its canceller, maybe armed again since): nothing to do.
+        Err(_) => Ok(false),
     }
 }
 
@@ -568,4 +557,10 @@ impl Drop for Waker {
             let _ = t.join();
         }
     }
+}
+
+/// Whether the process a slot's holder field names is alive.
+fn alive(liveness: &super::proc::Liveness, holder: u32) -> bool {
+    let (pid, start) = split_holder(holder);
+    liveness.alive(pid, start, 7)
 }

@@ -1,9 +1,11 @@
-//! A kill at any store: every write the protocol makes to a set's shared words (a store, a CAS
-//! or another read-modify-write, counted whether it succeeds or not) first passes a numbered
-//! store point. With feature `test-hooks`, [`kill_before_store`] makes the calling process
-//! `SIGKILL` itself at the `n`-th point it passes from then on, so a test can stop a process
-//! before (equivalently, after the one before) every single shared write in turn, as SQLite's and
-//! FoundationDB's crash tests do. Without the feature a store point is an empty inline function.
+//! A kill or a stop at any store: every write the protocol makes to a set's shared words (a
+//! store, a CAS or another read-modify-write, counted whether it succeeds or not) first passes a
+//! numbered store point. With feature `test-hooks`, [`kill_before_store`] makes the calling
+//! process `SIGKILL` itself at the `n`-th point it passes from then on, so a test can kill a
+//! process before (equivalently, after the one before) every single shared write in turn, as
+//! SQLite's and FoundationDB's crash tests do; [`stop_before_store`] makes it `SIGSTOP` itself
+//! there instead, so a test can check what a stalled process holds up, then `SIGCONT` it. Without
+//! the feature a store point is an empty inline function.
 //!
 //! The counter is process-wide (all threads count), in std atomics rather than the `sync` shim:
 //! it is test instrumentation, not part of the protocol, and loom models never arm it.
@@ -16,13 +18,17 @@ static PASSED: AtomicU64 = AtomicU64::new(0);
 /// 0: disarmed.
 #[cfg(feature = "test-hooks")]
 static KILL_AT: AtomicU64 = AtomicU64::new(0);
+/// 0: disarmed.
+#[cfg(feature = "test-hooks")]
+static STOP_AT: AtomicU64 = AtomicU64::new(0);
 
 /// Passed before each write to the mapping.
 #[cfg(not(feature = "test-hooks"))]
 #[inline(always)]
 pub(crate) fn store_point() {}
 
-/// Passed before each write to the mapping: counts it, and kills the process at the armed one.
+/// Passed before each write to the mapping: counts it, and kills or stops the process at the
+/// armed one.
 #[cfg(feature = "test-hooks")]
 #[inline]
 pub(crate) fn store_point() {
@@ -32,6 +38,11 @@ pub(crate) fn store_point() {
         // SAFETY: signals this very process; SIGKILL cannot be caught, so nothing runs after.
         unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
     }
+    if n == STOP_AT.load(Ordering::Relaxed) {
+        // SAFETY: signals this very process; SIGSTOP stops every thread of it until SIGCONT, and
+        // the store then goes ahead.
+        unsafe { libc::kill(libc::getpid(), libc::SIGSTOP) };
+    }
 }
 
 /// Restarts the count at zero and kills this process just before its `n`-th store to any set's
@@ -40,7 +51,18 @@ pub(crate) fn store_point() {
 pub fn kill_before_store(n: u64) {
     // Relaxed: as in `store_point`; the caller arms before the operations it means to stop.
     PASSED.store(0, Ordering::Relaxed);
+    STOP_AT.store(0, Ordering::Relaxed);
     KILL_AT.store(n, Ordering::Relaxed);
+}
+
+/// Restarts the count at zero and stops this process (`SIGSTOP`) just before its `n`-th store to
+/// any set's mapping from now on (`0`: never); after `SIGCONT` it makes that store and goes on.
+#[cfg(feature = "test-hooks")]
+pub fn stop_before_store(n: u64) {
+    // Relaxed: as in `kill_before_store`.
+    PASSED.store(0, Ordering::Relaxed);
+    KILL_AT.store(0, Ordering::Relaxed);
+    STOP_AT.store(n, Ordering::Relaxed);
 }
 
 /// Store points passed since the last [`kill_before_store`].

@@ -41,8 +41,9 @@ pub(crate) const REGISTRY: usize = 4;
 
 /// `b"TICKWHL\x01"` read as a little-endian word.
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"TICKWHL\x01");
-/// Bumped whenever the layout changes.
-pub(crate) const VERSION: u64 = 1;
+/// Bumped whenever the layout or the meaning of a word changes (2: cancels free their slots, no
+/// `CANCELLED` state).
+pub(crate) const VERSION: u64 = 2;
 
 // Line 0: the header proper. Written once by the creator; the magic last.
 pub(crate) const W_MAGIC: usize = 0;

@@ -31,27 +31,29 @@
 //! - **schedule** (any process): pop a free slot (one CAS on a tagged head; slots never used come
 //!   from a bump counter), claim it `FREE(g)` → `HELD(g, me)` (CAS), write deadline and payload,
 //!   store `PENDING(g)`, set the slot's bit in a dirty bitmap. Returns `Handle(set, slot, g)`.
-//! - **cancel** (any process): CAS `PENDING(g)` → `CANCELLED(g)`, then set the dirty bit. The CAS
-//!   is the answer: true means the timer will never fire, with the same meaning as a per-core
-//!   base's cancel.
-//! - **advance** (the owner only): take the dirty bits, reconcile each marked slot against a
-//!   private [`tickwheel::Wheel`] used as an index over the slots (`PENDING` not indexed →
-//!   insert; `CANCELLED` → remove, free), then fire what is due: CAS `PENDING(g)` →
-//!   `FIRING(g)`, hand the payload to the handler, CAS `FIRING(g)` → `FREE(g+1)`. The slots a
-//!   turn frees are chained privately and pushed on the free stack with one CAS at its end. Only
-//!   the owner frees, so a slot is never on the stack twice.
+//! - **cancel** (any process): CAS `PENDING(g)` → `FREE(g+1, me)`, push the slot on the free
+//!   stack, then clear the name (`FREE(g+1)`). The CAS is the answer: true means the timer will
+//!   never fire, with the same meaning as a per-core base's cancel. The slot is free for the next
+//!   schedule of any process at once: no schedule waits for the owner.
+//! - **advance** (the owner only): take the dirty bits, index each marked `PENDING` slot in a
+//!   private [`tickwheel::Wheel`] (an entry of the slot's earlier, cancelled arming is
+//!   replaced), then fire what is due: CAS `PENDING(g)` → `FIRING(g)`, hand the payload to the
+//!   handler, CAS `FIRING(g)` → `FREE(g+1)`. The slots a turn frees are chained privately and
+//!   pushed on the free stack with one CAS at its end. An entry whose arming was cancelled fails
+//!   its CAS and is dropped. Exactly one CAS ends each arming, and its winner alone pushes the
+//!   slot, so a slot is never on the stack twice.
 //!
 //! Cancel against fire is the per-core protocol unchanged, between processes:
 //!
 //! ```text
 //!   process A (owner)                       process B (holds h = (set, s, g))
 //!   turn(): wheel says slot s is due        Client::cancel(h)
-//!   CAS word[s] PENDING(g) -> FIRING(g)     CAS word[s] PENDING(g) -> CANCELLED(g)
+//!   CAS word[s] PENDING(g) -> FIRING(g)     CAS word[s] PENDING(g) -> FREE(g+1, B)
 //!          \____________ one of the two CASes comes first ____________/
 //!   A first: handler(payload),              B's CAS fails: false ("fired or firing")
 //!            FIRING(g) -> FREE(g+1)
-//!   B first: A's CAS fails, sees            true ("will never fire"); B sets the dirty bit,
-//!            CANCELLED(g): frees the slot   which is then stale and harmless
+//!   B first: A's CAS fails: drops its       true ("will never fire"); B pushes the slot on
+//!            entry, nothing else to do      the free stack itself
 //! ```
 //!
 //! # What a crash at each point does
@@ -60,8 +62,9 @@
 //! |-----------------------------------------------|------------------------------------|-------------|
 //! | scheduler: pop and claim                      | `FREE` slot on no stack            | recovery scan: re-issued at `g+1` (a live claimer's CAS then fails and it pops again) |
 //! | scheduler: claim and `PENDING` store          | `HELD(g, dead pid)`                | recovery scan: freed |
-//! | scheduler: `PENDING` store and dirty bit (or between bitmap levels) | armed slot not indexed; a leaf word that swallows later marks | recovery: bitmap swept, slot indexed |
-//! | canceller: CAS and dirty bit                  | `CANCELLED` slot still indexed     | the owner frees it when its deadline comes (fire CAS fails) or in recovery |
+//! | scheduler: `PENDING` store and dirty bit (or between bitmap levels) | armed slot not indexed (later marks, its word's included, each reach the top by themselves) | recovery: bitmap swept, slot indexed |
+//! | canceller: CAS and push                       | `FREE(g+1, canceller)` slot on no stack | recovery, once the canceller is seen dead: re-issued |
+//! | canceller: push and clearing its name         | `FREE(g+1, canceller)` slot on the stack | nothing: a claim takes it as it is |
 //! | owner: anywhere                               | owner word names a dead process    | takeover: one CAS, then a full scan rebuilds the index |
 //! | owner: fire CAS and handler's end             | `FIRING(g)` slot                   | the next owner hands its payload over as *interrupted* ([`Advancer::take_interrupted`]): it may or may not have been handled |
 //! | owner: found a `FIRING` slot, before `take_interrupted` freed it | `FIRING(g)` slot, still    | the same: the slot stays `FIRING` until a live owner's `take_interrupted` frees it, so the payload passes to each next owner until one takes it |
@@ -70,7 +73,7 @@
 //!
 //! Recovery runs when a process takes over advancing, when the owner sees a registered process
 //! gone (it looks every 100 ms of `CLOCK_MONOTONIC` while it turns), and on demand
-//! ([`Advancer::recover`]). It is O(slots ever used): it sweeps the dirty bitmap, walks the free
+//! ([`Advancer::recover`]). It is O(slots ever used + capacity / 64): it sweeps the dirty bitmap, walks the free
 //! stack, and reconciles every slot. Until it runs, a dead scheduler's in-flight timer is late,
 //! never lost, and every other process carries on: nobody waits for anybody.
 //!
@@ -78,6 +81,30 @@
 //! by CAS when it is zero, or when the process it names is gone (pid missing, every thread of it
 //! exited, or a pid now running a process with another start time: see `proc` for how pid reuse
 //! and unreadable `/proc` entries are handled).
+//!
+//! # A stopped process
+//!
+//! A process stopped (`SIGSTOP`, a debugger, a long preemption) between any two of its shared
+//! writes holds up only its own operation, never another process's:
+//!
+//! - **A stopped scheduler or canceller**: every other process's timer that is due fires at the
+//!   owner's first turn after its deadline and its schedule's return, as if the stopped process
+//!   did not exist (the owner's fd wakes for it as [below](self#waking-the-owner)). Each marker
+//!   takes its own mark to the top of the bitmap, so none waits for another to finish. The
+//!   stopped one's own timer waits until it continues (or dies and a recovery indexes it).
+//!   It holds at most the one slot of its operation.
+//! - **A stopped owner**: nothing fires until it continues, since a live owner is never taken
+//!   over; the timers fire late, never lost, and other processes' schedules and cancels go on.
+//!   It holds the slots its turn had fired and not yet pushed.
+//! - **Full**: a schedule reports the set full only if, at one instant during the call, every
+//!   slot was armed or held by an operation in flight (a schedule between its pop and its arm, a
+//!   cancel between its CAS and its push, an owner's turn between a fire and its push), was
+//!   `FIRING` and not yet taken as interrupted, or was left by a dead process and not yet
+//!   recovered. Cancelled slots need nobody else's progress to come back.
+//!
+//! The `shm_stopped` test stops a scheduler-and-canceller and an owner before each of their
+//! numbered shared writes in turn and checks the first and the last of these while the process
+//! is stopped.
 //!
 //! # Waking the owner
 //!
@@ -101,7 +128,8 @@
 //! [`HEADER_BYTES`] (9,088) + [`SLOT_BYTES`] (32) per timer + 1/8 byte per timer of bitmap
 //! ([`bytes_for`] gives the exact size); 2^24 timers take 514 MiB. Capacity goes up to 2^31.
 //! Slot pages are touched only once used. The owner also keeps, privately, 8 bytes per slot of
-//! index and the wheel's 32 bytes per pending timer.
+//! index and the wheel's 32 bytes per indexed entry: at most one a slot (a cancelled timer's entry
+//! stays until its deadline or the slot's next arming).
 //!
 //! # Files and truncation
 //!
@@ -119,14 +147,6 @@
 //! # Given up
 //!
 //! - Deadlines are fixed once scheduled (no reset): a reset would need a second state per slot.
-//! - A stalled process can delay other processes' timers without bound. A scheduler whose dirty
-//!   bit lands in a leaf word that another process has just made non-zero leaves the upper levels
-//!   to that process. While that process sits between its two bitmap writes (preempted, or
-//!   stopped with `SIGSTOP`), the owner's turns do not see the leaf word, so every timer marked
-//!   into those 64 slots meanwhile is late: it fires once the stalled process makes its next
-//!   write, or at the next recovery (a takeover, a registered process seen dead, or
-//!   [`Advancer::recover`], which sweeps every bitmap word), not by any bound of its own. The
-//!   loom model of the wake-up has one scheduler.
 //! - All processes must share one pid namespace (liveness is judged by pid and start time).
 //! - Generations are 32 bits: a handle kept across 2^32 re-uses of its slot could match again.
 //! - A set in a file is shared memory, not a database: after a machine crash its contents are
@@ -712,10 +732,13 @@ impl Client {
             return false;
         }
         let v = self.view();
-        if !v.cancel(handle.slot, handle.generation) {
+        let holder = self.me.holder();
+        if !v.cancel(handle.slot, handle.generation, holder) {
             return false;
         }
-        v.mark(handle.slot);
+        // The slot goes straight back on the free stack: the next schedule of any process can
+        // take it without waiting for the owner, whose stale index entry only fails its CAS.
+        v.release(handle.slot, handle.generation, holder);
         v.count(layout::W_CANCELLED, 1);
         true
     }
@@ -824,12 +847,15 @@ impl Client {
         self.record = None;
     }
 
-    /// A cancel stopped right after its CAS (no mark, no count). For tests and models only.
+    /// A cancel stopped right after its CAS (the slot not pushed, no count). For tests and
+    /// models only.
     #[cfg(feature = "test-hooks")]
     pub fn cancel_crashing(&self, handle: Handle) -> bool {
         handle.set == self.segment.inner.set
             && (handle.slot as usize) < self.segment.inner.layout.capacity
-            && self.view().cancel(handle.slot, handle.generation)
+            && self
+                .view()
+                .cancel(handle.slot, handle.generation, self.me.holder())
     }
 }
 

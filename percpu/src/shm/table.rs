@@ -6,24 +6,28 @@
 //!
 //! # Slot state word
 //!
-//! `generation (32) | holder (29) | tag (3)`. The holder is set only in `HELD` and names the
-//! process that claimed the slot (22 bits of pid, 7 bits of its start time).
+//! `generation (32) | holder (29) | tag (3)`. The holder names a process (22 bits of pid, 7 bits
+//! of its start time): in `HELD`, the one that claimed the slot; in `FREE`, a canceller that has
+//! yet to finish pushing the slot (0 once it has).
 //!
 //! | transition                     | by                              | op    |
 //! |--------------------------------|---------------------------------|-------|
-//! | `FREE(g)` → `HELD(g, p)`       | process `p`, after popping `(s, g)` | CAS |
+//! | `FREE(g)` or `FREE(g, c)` → `HELD(g, p)` | process `p`, after popping `(s, g)` | CAS |
 //! | `HELD(g, p)` → `PENDING(g)`    | `p` (deadline and payload written first) | store |
-//! | `PENDING(g)` → `CANCELLED(g)`  | any process holding the handle  | CAS   |
+//! | `PENDING(g)` → `FREE(g+1, c)`  | process `c` holding the handle (cancel), then it pushes the slot | CAS |
+//! | `FREE(g+1, c)` → `FREE(g+1)`   | `c`, once the slot is on the stack | CAS |
 //! | `PENDING(g)` → `FIRING(g)`     | owner, when the wheel says due  | CAS   |
 //! | `FIRING(g)` → `FREE(g+1)`      | owner, after the handler returned | CAS |
-//! | `CANCELLED(g)` → `FREE(g+1)`   | owner                           | CAS   |
 //! | `HELD(g, p)` → `FREE(g+1)`     | owner in recovery, `p` dead     | CAS   |
-//! | `FREE(g)` → `FREE(g+1)`        | owner in recovery, slot on no stack | CAS |
+//! | `FREE(g)` / `FREE(g, c)` → `FREE(g+1)` | owner in recovery, slot on no stack (`c` dead) | CAS |
 //!
-//! Only the owner frees, and only the owner pushes on the free stack (a turn's freed slots as one
-//! chain, one CAS), so a slot is on the free stack at most once. A handle carries `g`; its CAS can only match the arming it was made for.
+//! Each arming is ended by exactly one CAS that wins (a cancel's, or the owner's fire), and the
+//! winner alone puts the slot back on the free stack: the canceller at once, the owner with the
+//! rest of its turn's freed slots as one chain (one CAS). Recovery re-issues only a slot it knows
+//! to be on no stack (see `Advancer::recover`). So a slot is on the free stack at most once. A
+//! handle carries `g`; its CAS can only match the arming it was made for.
 //!
-//! # Free stack: pop is one CAS, pushes come from one process
+//! # Free stack: pop and push are one CAS each
 //!
 //! The head packs `tag (32) | index (32)`; every successful head CAS bumps the tag, so a pop that
 //! read the head, stalled while the node left and came back, fails its CAS (ABA). A node's link
@@ -32,21 +36,26 @@
 //! `g + 1`, the stale claim fails and the node is on the stack only once. Slots never used yet
 //! come from a bump counter instead, so a new set touches no slot memory.
 //!
-//! # Dirty bitmap: submissions and cancellations in one idempotent mark
+//! # Dirty bitmap: submissions in one idempotent mark
 //!
-//! After arming or cancelling, a process sets the slot's leaf bit (`fetch_or`); whoever turns a
-//! word from zero to non-zero also sets the bit for that word one level up, and so on to the top.
-//! The owner swaps the top words to zero, then the marked words below, and reconciles each marked
-//! slot against its private index: `PENDING` not yet indexed → insert; `CANCELLED` → remove and
-//! free. A mark is a hint, never an obligation: a stale one finds nothing to do, and one lost to
-//! a process killed between levels is found by recovery's full scan.
+//! After arming, a process sets the slot's leaf bit (`fetch_or`), then at each level up looks at
+//! the bit for the word below and sets it if clear, up to the top: every marker makes its own
+//! way to the top, so none depends on another one finishing (a marker stopped between levels
+//! delays only its own mark). The owner swaps the top words to zero, then the marked words
+//! below, and indexes each marked slot that is `PENDING` (replacing the entry of an earlier
+//! arming of the slot). A mark is a hint, never an obligation: a stale one finds nothing to do,
+//! and one lost to a process killed between levels is found by recovery's full scan. A cancel
+//! marks nothing: the owner's entry for the cancelled arming fails its fire CAS at its deadline,
+//! or is replaced when the slot is armed again.
 //!
 //! Orderings: the slot fields (deadline, payload) are written Relaxed before the Release store of
 //! `PENDING`, which precedes the marking RMWs (AcqRel, so each level's release sequence carries
 //! everything before it). The owner's swaps are AcqRel and its state loads Acquire, so it reads
 //! the fields the marker wrote. The free stack's pushes are Release and pops Acquire, so a popper
-//! sees the link the owner wrote. Claims are Acquire: the owner read the slot's old payload
-//! before its Release free, so the new holder's writes come after that read.
+//! sees the link the pusher wrote. Claims are Acquire: after a fire, the owner read the slot's
+//! old payload before its Release free, so the new holder's writes come after that read; after a
+//! cancel nobody reads the old payload again (an owner still reading the old deadline may see the
+//! new one, and its entry, made with the old generation, only fails its fire CAS).
 
 use crate::sync::{AtomicU64, Ordering};
 
@@ -65,8 +74,6 @@ pub(crate) enum Tag {
     Held,
     /// Armed: fires unless a cancel wins.
     Pending,
-    /// A cancel won; the owner has yet to free it.
-    Cancelled,
     /// The owner won the fire CAS and is running the handler.
     Firing,
     /// A tag no version of this code writes: the word was overwritten.
@@ -83,7 +90,6 @@ fn tag_code(tag: Tag) -> u64 {
         Tag::Free => 0,
         Tag::Held => 1,
         Tag::Pending => 2,
-        Tag::Cancelled => 3,
         Tag::Firing => 4,
         Tag::Corrupt => 7,
     }
@@ -101,7 +107,6 @@ pub(crate) fn unpack(word: u64) -> (u32, Tag, u32) {
         0 => Tag::Free,
         1 => Tag::Held,
         2 => Tag::Pending,
-        3 => Tag::Cancelled,
         4 => Tag::Firing,
         _ => Tag::Corrupt,
     };
@@ -218,12 +223,30 @@ impl<'a> View<'a> {
     /// install names no slot (no correct process writes one).
     pub(crate) fn pop_free(&self) -> Pop {
         let top = self.word(layout::W_FREE_HEAD);
-        // Acquire: pairs with the owner's Release push, so the node's link is visible.
-        let mut cur = top.load(Ordering::Acquire);
+        let bump = self.word(layout::W_BUMP);
+        let mut bumped_out = false;
         loop {
+            // Acquire: pairs with the pushers' Release CAS, so the node's link is visible.
+            let cur = top.load(Ordering::Acquire);
             let index = cur as u32;
             if index == NIL {
-                break;
+                // Empty only if the stack is still empty after the never-used range was found
+                // spent: a stack seen empty before a slow bump may have filled meanwhile.
+                if bumped_out {
+                    return Pop::Empty;
+                }
+                // Relaxed: the counter only hands out indices; the slot's own word (zero:
+                // FREE(0)) is then claimed by CAS. A spent counter is not written again.
+                if bump.load(Ordering::Relaxed) < self.capacity() as u64 {
+                    hooks::store_point();
+                    // Relaxed: as above. Fetch-add past capacity is harmless: only compared.
+                    let fresh = bump.fetch_add(1, Ordering::Relaxed);
+                    if fresh < self.capacity() as u64 {
+                        return Pop::Slot(fresh as u32, 0);
+                    }
+                }
+                bumped_out = true;
+                continue;
             }
             if !self.is_slot(index) {
                 return Pop::Corrupt;
@@ -232,27 +255,20 @@ impl<'a> View<'a> {
             // was popped and pushed again since, the tag moved on and the CAS below fails.
             let link = self.field(index, 3).load(Ordering::Relaxed);
             if link as u32 != NIL && !self.is_slot(link as u32) {
-                // Checked before it becomes the head. Every link a correct owner writes names a
+                // Checked before it becomes the head. Every link a correct pusher writes names a
                 // slot or NIL, so even a stale read (the node popped and pushed again meanwhile,
                 // and the CAS below then fails) passes this check.
                 return Pop::Corrupt;
             }
             let next = head(((cur >> 32) as u32).wrapping_add(1), link as u32);
             hooks::store_point();
-            // Acquire on failure too: the new head's link must be visible on the next round.
-            match top.compare_exchange_weak(cur, next, Ordering::Acquire, Ordering::Acquire) {
-                Ok(_) => return Pop::Slot(index, (link >> 32) as u32),
-                Err(now) => cur = now,
+            // Relaxed: the next round's Acquire load orders what it reads.
+            if top
+                .compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            {
+                return Pop::Slot(index, (link >> 32) as u32);
             }
-        }
-        hooks::store_point();
-        // Relaxed: the counter only hands out indices; the slot's own word (zero: FREE(0)) is
-        // then claimed by CAS. Fetch-add past capacity is harmless: the value is only compared.
-        let fresh = self.word(layout::W_BUMP).fetch_add(1, Ordering::Relaxed);
-        if fresh < self.capacity() as u64 {
-            Pop::Slot(fresh as u32, 0)
-        } else {
-            Pop::Empty
         }
     }
 
@@ -267,18 +283,29 @@ impl<'a> View<'a> {
         (self.word(layout::W_BUMP).load(Ordering::Acquire) as usize).min(self.capacity())
     }
 
-    /// `FREE(g)` → `HELD(g, holder)`. False if the slot was re-issued or taken meanwhile.
+    /// `FREE(g)` → `HELD(g, holder)`, also from `FREE(g, p)` (a canceller `p` that pushed the
+    /// slot and has yet to clear its name). False if the slot was re-issued or taken meanwhile.
     pub(crate) fn claim(&self, s: u32, g: u32, holder: u32) -> bool {
-        hooks::store_point();
-        // Acquire: see the module doc (the new holder's writes follow the owner's last read).
-        self.state(s)
-            .compare_exchange(
-                pack(g, Tag::Free, 0),
+        let mut expected = pack(g, Tag::Free, 0);
+        // A correct word moves from FREE(g, p) to FREE(g) at most once; a few rounds more only
+        // bound a word some other process keeps overwriting.
+        for _ in 0..4 {
+            hooks::store_point();
+            // Acquire: see the module doc (the new holder's writes follow the freer's reads).
+            match self.state(s).compare_exchange(
+                expected,
                 pack(g, Tag::Held, holder),
                 Ordering::Acquire,
                 Ordering::Relaxed,
-            )
-            .is_ok()
+            ) {
+                Ok(_) => return true,
+                Err(now) if now != expected && unpack(now).0 == g && unpack(now).1 == Tag::Free => {
+                    expected = now;
+                }
+                Err(_) => return false,
+            }
+        }
+        false
     }
 
     /// Writes deadline and payload of a held slot and publishes it as `PENDING(g)`.
@@ -296,19 +323,42 @@ impl<'a> View<'a> {
             .store(pack(g, Tag::Pending, 0), Ordering::Release);
     }
 
-    /// `PENDING(g)` → `CANCELLED(g)`. True: the timer will never fire.
-    pub(crate) fn cancel(&self, s: u32, g: u32) -> bool {
+    /// `PENDING(g)` → `FREE(g+1, holder)`: the canceller's half of a cancel that won. True: the
+    /// timer will never fire, and the caller owes the slot's push ([`release`](View::release)).
+    pub(crate) fn cancel(&self, s: u32, g: u32, holder: u32) -> bool {
         hooks::store_point();
-        // Relaxed: the race with the fire CAS is decided by this word's modification order alone;
-        // the mark that follows is what tells the owner, with its own ordering.
+        // Relaxed: the race with the fire CAS is decided by this word's modification order alone.
+        // The next holder needs nothing from the canceller (the free stack's Release push and
+        // Acquire pop carry the link); an owner still reading this arming's deadline may read
+        // the next one's, and its entry, made with generation `g`, then only fails its CAS.
         self.state(s)
             .compare_exchange(
                 pack(g, Tag::Pending, 0),
-                pack(g, Tag::Cancelled, 0),
+                pack(g.wrapping_add(1), Tag::Free, holder),
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             )
             .is_ok()
+    }
+
+    /// After a winning [`cancel`](View::cancel) of `(s, g)` by `holder`: pushes the slot on the
+    /// free stack, then clears the holder's name from its word (`FREE(g+1, holder)` →
+    /// `FREE(g+1)`; a claimer may have taken it first). Until that last step recovery leaves the
+    /// slot alone while `holder` lives: it may not have been pushed yet.
+    pub(crate) fn release(&self, s: u32, g: u32, holder: u32) {
+        let next = g.wrapping_add(1);
+        let mut one = Freed::default();
+        self.chain(s, next, &mut one);
+        self.push_freed(&mut one);
+        hooks::store_point();
+        // Release: recovery reads a FREE(g) word with Acquire and then walks the stack, and must
+        // then see this push (see `Advancer::recover`).
+        let _ = self.state(s).compare_exchange(
+            pack(next, Tag::Free, holder),
+            pack(next, Tag::Free, 0),
+            Ordering::Release,
+            Ordering::Relaxed,
+        );
     }
 
     /// Owner: `PENDING(g)` → `FIRING(g)`. `Err(word)` if a cancel won (or the word moved).
@@ -336,6 +386,7 @@ impl<'a> View<'a> {
 
     /// Owner: `word` → `FREE(g+1)`, then onto the free stack. False (and nothing pushed) if the
     /// word was not `word` any more.
+    #[cfg(test)]
     pub(crate) fn free(&self, s: u32, word: u64) -> bool {
         let mut one = Freed::default();
         let ok = self.retire(s, word, &mut one);
@@ -361,22 +412,27 @@ impl<'a> View<'a> {
             )
             .is_ok();
         if ok {
-            hooks::store_point();
-            // Relaxed: published by the Release CAS of `push_freed`.
-            self.field(s, 3).store(
-                u64::from(next) << 32 | u64::from(batch.first),
-                Ordering::Relaxed,
-            );
-            if batch.first == NIL {
-                batch.last = s;
-            }
-            batch.first = s;
+            self.chain(s, next, batch);
         }
         ok
     }
 
-    /// Owner only: pushes a chain of retired slots with one CAS on the head (one cache-line
-    /// transfer for the whole batch instead of one a slot).
+    /// Links free slot `s` (generation `g`) in front of `batch`.
+    fn chain(&self, s: u32, g: u32, batch: &mut Freed) {
+        hooks::store_point();
+        // Relaxed: published by the Release CAS of `push_freed`.
+        self.field(s, 3).store(
+            u64::from(g) << 32 | u64::from(batch.first),
+            Ordering::Relaxed,
+        );
+        if batch.first == NIL {
+            batch.last = s;
+        }
+        batch.first = s;
+    }
+
+    /// Pushes a chain of free slots with one CAS on the head (the owner's batch: one cache-line
+    /// transfer for the whole turn instead of one a slot; a canceller's: one slot).
     pub(crate) fn push_freed(&self, batch: &mut Freed) {
         if batch.first == NIL {
             return;
@@ -402,20 +458,24 @@ impl<'a> View<'a> {
         *batch = Freed::default();
     }
 
-    /// Owner only: the slots reachable from the free stack's head, as a bitset. Only the owner
-    /// pushes, so while it walks the chain can only lose nodes from its front, never gain any:
-    /// a slot not in the walk is on no stack. A chain that loops or names no slot (only an
-    /// overwritten set has one) is cut: the head is set to empty and an empty bitset returned,
-    /// so recovery re-issues every free slot (a popper of the old chain then fails its claim).
+    /// Owner only: the slots the free stack holds, as a bitset: every slot that is on the stack
+    /// from the walk's start to its end is in it. Other processes pop and push meanwhile: a
+    /// node popped before its link is read leads down the stack as it was (or, pushed again,
+    /// from a later head), so the walk only ever steps onto nodes that were above such a slot at
+    /// some moment of the walk, and reaches it. A node can so come twice; a chain that names no
+    /// slot, or a walk longer than four steps a used slot (a loop, which only an overwritten set
+    /// has), is cut: the head is set to empty and an empty bitset returned, so recovery re-issues
+    /// every free slot (a popper of the old chain then fails its claim).
     pub(crate) fn walk_free(&self) -> Vec<u64> {
         let mut seen = vec![0u64; self.capacity().div_ceil(64)];
         let top = self.word(layout::W_FREE_HEAD);
+        let bound = 4 * self.used() + 64;
         // Acquire: the links of the nodes on the stack are visible.
         let mut cur = top.load(Ordering::Acquire);
         let mut at = cur as u32;
+        let mut steps = 0;
         while at != NIL {
-            let bit = 1u64 << (at % 64);
-            if !self.is_slot(at) || seen[at as usize / 64] & bit != 0 {
+            if !self.is_slot(at) || steps == bound {
                 seen.iter_mut().for_each(|w| *w = 0);
                 loop {
                     let empty = head(((cur >> 32) as u32).wrapping_add(1), NIL);
@@ -427,9 +487,10 @@ impl<'a> View<'a> {
                     }
                 }
             }
-            seen[at as usize / 64] |= bit;
-            // Relaxed: only the owner (the caller) writes links.
-            at = self.field(at, 3).load(Ordering::Relaxed) as u32;
+            steps += 1;
+            seen[at as usize / 64] |= 1u64 << (at % 64);
+            // Acquire: a link another pusher wrote before its Release CAS put the node on.
+            at = self.field(at, 3).load(Ordering::Acquire) as u32;
         }
         seen
     }
@@ -442,18 +503,26 @@ impl<'a> View<'a> {
     }
 
     /// [`mark`](View::mark) stopped after `levels` levels (a crash between levels, for tests).
+    ///
+    /// The leaf bit is set by `fetch_or`; at each level above, the marker looks (a load) and sets
+    /// the bit for the word below if it is clear. It never leaves a level to another marker, so a
+    /// marker stopped between two levels hides only its own mark: whoever marks after it finds
+    /// the bit missing above and sets it.
     pub(crate) fn mark_levels(&self, s: u32, levels: usize) {
         let mut index = s as usize;
-        for &(start, _) in self.layout.levels.iter().take(levels) {
+        for (level, &(start, _)) in self.layout.levels.iter().enumerate().take(levels) {
             let bit = 1u64 << (index % MARK_BITS);
-            hooks::store_point();
-            // AcqRel: Release carries the state store (and every level below) to the owner's
-            // swap; Acquire makes this RMW part of the chain of the previous marker of the word.
-            let old = self.words[start + index / MARK_BITS].fetch_or(bit, Ordering::AcqRel);
-            if old != 0 {
-                // Whoever made the word non-zero marks the level above (or the owner already
-                // swapped it out of a marked word above, and will read it with the rest).
-                return;
+            let word = &self.words[start + index / MARK_BITS];
+            // Acquire: with the RMW below it, part of the chain that orders each level's look
+            // after the owner's swap of the level above (the owner swaps top-down, AcqRel): a
+            // marker whose RMW below follows the owner's swap of that word sees the owner's
+            // earlier swap of this one, so a bit it sees set here is one the owner has yet to
+            // take, and taking it takes the word below after our bit.
+            if level == 0 || word.load(Ordering::Acquire) & bit == 0 {
+                hooks::store_point();
+                // AcqRel: Release carries the state store (and every level below) to the owner's
+                // swap; Acquire reads the owner's swaps and the other markers' writes, as above.
+                word.fetch_or(bit, Ordering::AcqRel);
             }
             index /= MARK_BITS;
         }
@@ -492,18 +561,16 @@ impl<'a> View<'a> {
     }
 
     /// Owner, in recovery: clears every word of every level, top level first, without looking
-    /// at the bits (the full scan that follows looks at every slot). Top-down, so a marker racing
-    /// the sweep either has its upper bits swept after its leaf bit (consumed here, its slot seen
-    /// by the scan) or finds its leaf word zero again and marks the levels above afresh. This also
-    /// unsticks a leaf left non-zero by a process killed before it marked the level above.
+    /// at the bits (the full scan that follows looks at every slot). Top-down and every word by
+    /// a swap (an RMW even where the word is zero), so a marker racing the sweep either has its
+    /// leaf bit swept (and the scan's Acquire loads see its slot's state) or, its leaf RMW
+    /// coming after the sweep's, sees the swept levels above clear and marks them afresh.
     pub(crate) fn sweep_marks(&self) {
         for &(start, words) in self.layout.levels.iter().rev() {
             for w in start..start + words {
+                hooks::store_point();
                 // AcqRel: as in `take_word`; the scan's Acquire loads then see the marked states.
-                if self.words[w].load(Ordering::Relaxed) != 0 {
-                    hooks::store_point();
-                    self.words[w].swap(0, Ordering::AcqRel);
-                }
+                self.words[w].swap(0, Ordering::AcqRel);
             }
         }
     }
@@ -579,12 +646,13 @@ mod tests {
             (0, Tag::Free, 0),
             (u32::MAX, Tag::Held, (1 << 29) - 1),
             (7, Tag::Pending, 0),
-            (8, Tag::Cancelled, 0),
+            (8, Tag::Free, 77),
             (9, Tag::Firing, 0),
         ] {
             assert_eq!(unpack(pack(g, t, h)), (g, t, h));
         }
         assert_eq!(unpack(6).1, Tag::Corrupt);
+        assert_eq!(unpack(3).1, Tag::Corrupt, "the retired CANCELLED code");
     }
 
     #[test]
@@ -611,13 +679,22 @@ mod tests {
         assert!(v.claim(1, 0, 5));
         assert!(!v.claim(1, 0, 5), "a claim is one CAS");
         v.arm(1, 0, 10, 99);
-        assert!(v.cancel(1, 0));
-        assert!(!v.cancel(1, 0));
-        let word = v.state(1).load(Ordering::Relaxed);
-        assert!(v.free(1, word));
+        assert!(v.cancel(1, 0, 6));
+        assert!(!v.cancel(1, 0, 6));
+        // The canceller frees the slot itself: reusable at once, with no owner.
+        v.release(1, 0, 6);
+        assert_eq!(v.state(1).load(Ordering::Relaxed), pack(1, Tag::Free, 0));
         assert_eq!(v.pop_free(), Pop::Slot(1, 1));
         assert!(!v.claim(1, 0, 5), "stale generation");
         assert!(v.claim(1, 1, 5));
+        // A claim also takes a slot whose canceller has not yet cleared its name.
+        v.arm(1, 1, 10, 99);
+        assert!(v.cancel(1, 1, 6));
+        let mut one = Freed::default();
+        v.chain(1, 2, &mut one);
+        v.push_freed(&mut one);
+        assert_eq!(v.pop_free(), Pop::Slot(1, 2));
+        assert!(v.claim(1, 2, 5));
     }
 
     #[test]

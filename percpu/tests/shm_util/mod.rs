@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::atomic::AtomicU32;
 
+pub mod steps;
+
 /// Ops a child may log; payload = child * STRIDE + sequence number.
 pub const STRIDE: u64 = 1 << 18;
 /// Children at most.
