@@ -87,10 +87,10 @@ impl Api for Tickwheel {
     type Sleep = time::Sleep;
     const NAME: &'static str = "tickwheel";
     fn sleep_until(self, t: Instant) -> Self::Sleep {
-        time::sleep_until(t)
+        time::sleep_until(t.into())
     }
     fn reset(self, s: Pin<&mut Self::Sleep>, t: Instant) {
-        s.get_mut().reset(t);
+        s.get_mut().reset(t.into());
     }
     async fn timeout<F: Future + Send>(self, d: Duration, f: F) -> Result<F::Output, ()> {
         time::timeout(d, f).await.map_err(|_| ())

@@ -11,7 +11,7 @@
 //!
 //! `cargo run -p tickwheel-percpu --features tokio --example tokio_timers` (about a second).
 
-use std::time::{Duration, Instant};
+use tickwheel_percpu::time::{Duration, Instant};
 
 use tickwheel_percpu::Config;
 use tickwheel_percpu::time::{self, MissedTickBehavior, Timers};

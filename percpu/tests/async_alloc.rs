@@ -7,7 +7,7 @@ use std::future::{Future, poll_fn};
 use std::pin::pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::Poll;
-use std::time::{Duration, Instant};
+use tickwheel_percpu::time::{Duration, Instant};
 
 use tickwheel_percpu::Config;
 use tickwheel_percpu::time::{self, Timers};

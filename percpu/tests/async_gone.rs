@@ -15,7 +15,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::task::{Context, Poll, Wake, Waker};
-use std::time::{Duration, Instant};
+use tickwheel_percpu::time::{Duration, Instant};
 
 use tickwheel_percpu::Config;
 use tickwheel_percpu::time::{self, Timers};

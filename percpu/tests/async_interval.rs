@@ -1,7 +1,7 @@
 //! `Interval`: the first tick at once, then one per period, and the three missed-tick behaviours.
 #![cfg(feature = "tokio")]
 
-use std::time::{Duration, Instant};
+use tickwheel_percpu::time::{Duration, Instant};
 
 use tickwheel_percpu::Config;
 use tickwheel_percpu::time::{self, MissedTickBehavior, Timers};

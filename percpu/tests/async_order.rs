@@ -5,7 +5,7 @@ mod common;
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use tickwheel_percpu::time::{Duration, Instant};
 
 use tickwheel_percpu::time::{self, Timers};
 use tickwheel_percpu::{Config, Mode};

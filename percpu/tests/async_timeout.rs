@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use tickwheel_percpu::time::{Duration, Instant};
 
 use tickwheel_percpu::Config;
 use tickwheel_percpu::time::{self, Timers};
@@ -68,4 +68,16 @@ fn a_sleep_with_no_driver_panics_with_a_clear_message() {
         .or_else(|| err.downcast_ref::<&str>().copied())
         .unwrap_or_default();
     assert!(msg.contains("no tickwheel time driver"), "{msg}");
+}
+
+#[test]
+fn elapsed_converts_into_a_timed_out_io_error() {
+    async fn limited() -> std::io::Result<()> {
+        time::timeout(Duration::from_millis(2), std::future::pending::<()>()).await?;
+        Ok(())
+    }
+    let timers = Timers::new(1, Config::default()).unwrap();
+    let rt = common::current_thread();
+    let err = timers.block_on(0, &rt, limited()).unwrap().unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
 }

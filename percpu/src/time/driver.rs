@@ -21,11 +21,10 @@ use std::future::Future;
 use std::io;
 use std::ops::{Deref, DerefMut};
 use std::os::fd::{AsRawFd, RawFd};
-use std::time::Instant;
-
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
+use super::Instant;
 use crate::protocol::cell::{self, Cells, MAX_CELLS, Returned};
 use crate::sync::{Arc, AtomicBool, AtomicUsize, Ordering, UnsafeCell};
 use crate::{Base, Handle, Remote};
@@ -243,7 +242,10 @@ impl Driver {
         cell: u32,
         seq: u32,
     ) -> Handle {
-        match held.base.schedule_at(deadline, cell::payload(cell, seq)) {
+        match held
+            .base
+            .schedule_at(deadline.into_std(), cell::payload(cell, seq))
+        {
             Ok(h) => h,
             Err(e) => panic!("tickwheel base {}: cannot add a timer: {e}", self.index),
         }

@@ -1,8 +1,11 @@
 //! Async timers on the per-core bases, inside tokio runtimes (cargo feature `tokio`).
 //!
-//! [`sleep`], [`sleep_until`], [`timeout`], [`timeout_at`], [`interval`] and hyper's
-//! [`HyperTimer`] put their timers on a [`crate::Base`]: the base of the thread that first polls
-//! them. [`Timers`] makes the bases and runs each one inside a runtime.
+//! The names of `tokio::time` that programs use, with the same meaning: [`sleep`],
+//! [`sleep_until`], [`timeout`], [`timeout_at`], [`interval`], [`interval_at`], [`Instant`],
+//! [`Duration`], [`Sleep`], [`Timeout`], [`Interval`], [`MissedTickBehavior`] and
+//! [`error::Elapsed`] (which converts into an `io::Error` of kind `TimedOut`). With hyper's
+//! [`HyperTimer`] they put their timers on a [`crate::Base`]: the base of the thread that first
+//! polls them. [`Timers`] makes the bases and runs each one inside a runtime.
 //!
 //! ```
 //! use std::time::Duration;
@@ -89,6 +92,7 @@
 
 mod driver;
 mod hyper;
+mod instant;
 mod interval;
 mod sleep;
 mod timeout;
@@ -100,9 +104,16 @@ use std::marker::PhantomData;
 use std::task::Poll;
 
 pub use self::hyper::HyperTimer;
+pub use instant::Instant;
 pub use interval::{Interval, MissedTickBehavior, interval, interval_at};
 pub use sleep::{Sleep, sleep, sleep_until};
-pub use timeout::{Elapsed, Timeout, timeout, timeout_at};
+pub use std::time::Duration;
+pub use timeout::{Timeout, timeout, timeout_at};
+
+/// The error of a [`Timeout`], as in `tokio::time::error`.
+pub mod error {
+    pub use super::timeout::Elapsed;
+}
 
 use crate::sync::{Arc, AtomicUsize, Ordering};
 use crate::{Config, bases};
@@ -115,8 +126,7 @@ use driver::Driver;
 /// [`Timers::block_on`]. A multi-thread runtime:
 ///
 /// ```
-/// use std::time::Duration;
-/// use tickwheel_percpu::{Config, time::{self, Timers}};
+/// use tickwheel_percpu::{Config, time::{self, Duration, Timers}};
 ///
 /// let timers = Timers::new(2, Config::default()).unwrap();
 /// let rt = tokio::runtime::Builder::new_multi_thread()
@@ -252,6 +262,7 @@ impl Timers {
 
     /// Spawns the turning task of every base on the current runtime (for a multi-thread runtime;
     /// call from inside it). Panics outside a runtime, like `tokio::spawn`.
+    #[track_caller]
     pub fn spawn_drivers(&self) -> io::Result<Vec<tokio::task::JoinHandle<io::Result<()>>>> {
         (0..self.len())
             .map(|i| self.driver(i).map(tokio::spawn))
@@ -284,6 +295,7 @@ impl Timers {
     /// });
     /// assert_eq!(out.unwrap(), 42);
     /// ```
+    #[track_caller]
     pub fn block_on<F: Future>(
         &self,
         index: usize,
