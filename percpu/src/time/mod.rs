@@ -7,6 +7,24 @@
 //! [`HyperTimer`] they put their timers on a [`crate::Base`]: the base of the thread that first
 //! polls them. [`Timers`] makes the bases and runs each one inside a runtime.
 //!
+//! # Fast path and fallback
+//!
+//! - **Fast path**, a base per core or per worker: [`Timers`] with [`Timers::block_on`] (a
+//!   current-thread runtime per core), [`Timers::enter`] with [`Timers::driver`] spawned, or
+//!   [`Timers::on_thread_start`] with [`Timers::spawn_drivers`] (a multi-thread runtime). Filing,
+//!   resetting and dropping a sleep are calls on the thread's own base: no lock, one uncontended
+//!   atomic swap to take the base, and the fire wakes the task on its own thread (the turning
+//!   task runs there). This is what the project's benchmarks measure as tickwheel.
+//! - **Fallback**, nothing set up: a thread with no base of its own (`#[tokio::main]`,
+//!   `#[tokio::test]`, `Runtime::block_on`, `spawn_blocking`, a plain thread, a worker without the
+//!   hook) files its sleeps on one process-wide base (Exact mode, 1 ms tick), made at the first
+//!   such sleep and turned by a thread of its own, `tickwheel-time` (as pingora-timeout does).
+//!   Every thread takes the owner's path on it, so the costs over the fast path are that the
+//!   base's flag is contended between all threads using it (a thread that finds it taken yields
+//!   and is polled again, or takes the cross-core path), and that every fire is a wake from
+//!   the timer thread (a cross-thread wake into the runtime, as with tokio's own timer on a
+//!   multi-thread runtime). Nothing needs I/O enabled on the runtime.
+//!
 //! ```
 //! use std::time::Duration;
 //! use tickwheel_percpu::{Config, time::{self, Timers}};
@@ -76,8 +94,8 @@
 //!   register a new sleep, yields and is polled again.
 //! - The [`timeout`] limit counts from the first poll that finds the future pending, not from
 //!   the call (so it can only be later than tokio's); [`timeout_at`] fixes it at the call.
-//! - A sleep first polled on a thread with no driver panics (as tokio's do without a time
-//!   driver). A base that cannot take another timer panics too (see `Config::wheel_capacity`).
+//! - A base that cannot take another timer panics (see `Config::wheel_capacity`); so does the
+//!   first fallback sleep if the fallback base or its thread cannot be made.
 //! - A sleep whose base nothing can turn again (every [`Timers`] handle of its set and every
 //!   turning task dropped: the runtime and the set are gone) panics when polled, with a message
 //!   saying so, as tokio's sleeps do on a runtime that was shut down; a task waiting on one at

@@ -202,12 +202,7 @@ impl Sleep {
     }
 
     fn register(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        let driver = driver::with_current(|d| d.cloned()).unwrap_or_else(|| {
-            panic!(
-                "no tickwheel time driver on this thread: use Timers::enter, Timers::block_on \
-                 or Timers::on_thread_start"
-            )
-        });
+        let driver = driver::with_current(Arc::clone);
         if driver.is_closed() {
             gone(driver.index);
         }
