@@ -286,7 +286,7 @@ struct Bench {
 impl Bench {
     fn new(flavor: Flavor) -> Self {
         let config = Config::default().mode(bases_mode());
-        let timers = Timers::new(2, config).expect("bases");
+        let timers = Timers::with_config(2, config).expect("bases");
         let mut b = match flavor {
             Flavor::Current => tokio::runtime::Builder::new_current_thread(),
             Flavor::Multi => {
@@ -435,7 +435,7 @@ pub fn run(reps: usize, quick: bool, only: &[String]) -> Vec<Line> {
 /// Resident bytes per pending sleep for `api_name` ("tokio" or "tickwheel") with `n` sleeps
 /// filed on a current-thread runtime; run in a fresh process so earlier frees do not hide growth.
 pub fn bytes_per_sleep(api_name: &str, n: usize) -> Result<f64, String> {
-    let timers = Timers::new(1, Config::default()).map_err(|e| e.to_string())?;
+    let timers = Timers::with_config(1, Config::default()).map_err(|e| e.to_string())?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .enable_time()

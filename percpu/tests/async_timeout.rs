@@ -5,12 +5,11 @@ mod common;
 
 use tickwheel_percpu::time::{Duration, Instant};
 
-use tickwheel_percpu::Config;
 use tickwheel_percpu::time::{self, Timers};
 
 #[test]
 fn inner_result_when_it_wins() {
-    let timers = Timers::new(1, Config::default()).unwrap();
+    let timers = Timers::new(1).unwrap();
     let rt = common::current_thread();
     timers
         .block_on(0, &rt, async {
@@ -36,7 +35,7 @@ fn inner_result_when_it_wins() {
 
 #[test]
 fn elapsed_when_the_limit_wins_never_early() {
-    let timers = Timers::new(1, Config::default()).unwrap();
+    let timers = Timers::new(1).unwrap();
     let rt = common::current_thread();
     timers
         .block_on(0, &rt, async {
@@ -61,7 +60,7 @@ fn elapsed_converts_into_a_timed_out_io_error() {
         time::timeout(Duration::from_millis(2), std::future::pending::<()>()).await?;
         Ok(())
     }
-    let timers = Timers::new(1, Config::default()).unwrap();
+    let timers = Timers::new(1).unwrap();
     let rt = common::current_thread();
     let err = timers.block_on(0, &rt, limited()).unwrap().unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);

@@ -309,7 +309,7 @@ fn start(which: Which, addr: SocketAddr, o: &Options) -> Result<Server, String> 
         listeners.push(reuseport_listener(addr).map_err(|e| format!("listen on {addr}: {e}"))?);
     }
     let config = BaseConfig::default().mode(o.mode);
-    let timers = Timers::new(o.cores, config).map_err(|e| e.to_string())?;
+    let timers = Timers::with_config(o.cores, config).map_err(|e| e.to_string())?;
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     let (stop, rx) = tokio::sync::watch::channel(false);
     let counts = Arc::new(Counts::default());

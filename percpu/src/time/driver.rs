@@ -316,6 +316,7 @@ pub(super) fn fallback() -> &'static Arc<Driver> {
     // A std `OnceLock`, not the sync shim: made once per process, not cross-core protocol state.
     static FALLBACK: OnceLock<Arc<Driver>> = OnceLock::new();
     FALLBACK.get_or_init(|| {
+        // tokio's timing, as `Timers::new`.
         let config = Config::default().mode(Mode::Exact);
         let base = crate::base::<Payload>(config)
             .unwrap_or_else(|e| panic!("tickwheel time: cannot make the fallback base: {e}"));

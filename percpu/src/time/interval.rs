@@ -42,9 +42,9 @@ impl MissedTickBehavior {
 /// Ticks every `period`, the first tick at once.
 ///
 /// ```
-/// use tickwheel_percpu::{Config, time::{self, Duration, Timers}};
+/// use tickwheel_percpu::time::{self, Duration, Timers};
 ///
-/// let timers = Timers::new(1, Config::default()).unwrap();
+/// let timers = Timers::new(1).unwrap();
 /// let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
 /// timers.block_on(0, &rt, async {
 ///     let mut every = time::interval(Duration::from_millis(2));

@@ -27,10 +27,10 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use tickwheel_percpu::{Config, time::{self, Timers}};
+//! use tickwheel_percpu::time::{self, Timers};
 //!
 //! // Thread-per-core: one current-thread runtime per core, each with its own base.
-//! let timers = Timers::new(2, Config::default()).unwrap();
+//! let timers = Timers::new(2).unwrap();
 //! let threads: Vec<_> = (0..2).map(|core| {
 //!     let timers = timers.clone();
 //!     std::thread::spawn(move || {
@@ -102,8 +102,10 @@
 //!   that moment is woken to panic, not left pending. A [`Sleep::reset`] of such a sleep lets go
 //!   of its cell, and its next poll files it on the polling thread's base. (Dropping the runtime
 //!   alone, with the `Timers` kept, is not a close: a new turning task may still be spawned.)
-//! - A sleep completes at the base's tick (1 ms by default), and in `Mode::Coarse` up to ~12.5%
-//!   of its delay late; `Mode::Exact` for short precise timers.
+//! - A sleep completes at the base's tick (1 ms by default): at most a tick late plus
+//!   scheduling, as tokio's, in `Mode::Exact` (the fallback, and [`Timers::new`]); a set made
+//!   with [`Timers::with_config`] in `Mode::Coarse` trades that for cheaper cancelled timeouts
+//!   and completes up to ~12.5% of the delay late.
 //! - A cross-core re-arm of a timer that already fired needs a remote schedule; when the base
 //!   refuses it (its reserve of free slots is empty, or the base is gone) the sleep lets go of
 //!   its cell and files itself afresh on the polling thread's base at the next poll.
@@ -134,7 +136,7 @@ pub mod error {
 }
 
 use crate::sync::{Arc, AtomicUsize, Ordering};
-use crate::{Config, bases};
+use crate::{Config, Mode, bases};
 use driver::Driver;
 
 /// A set of bases for async code: one per core (thread-per-core), or one per worker of a
@@ -144,9 +146,9 @@ use driver::Driver;
 /// [`Timers::block_on`]. A multi-thread runtime:
 ///
 /// ```
-/// use tickwheel_percpu::{Config, time::{self, Duration, Timers}};
+/// use tickwheel_percpu::time::{self, Duration, Timers};
 ///
-/// let timers = Timers::new(2, Config::default()).unwrap();
+/// let timers = Timers::new(2).unwrap();
 /// let rt = tokio::runtime::Builder::new_multi_thread()
 ///     .worker_threads(2)
 ///     .on_thread_start(timers.on_thread_start())
@@ -195,8 +197,30 @@ fn no_such_base(index: usize, len: usize) -> io::Error {
 }
 
 impl Timers {
-    /// Makes `n` bases (see [`crate::bases`] for `config` and the errors).
-    pub fn new(n: usize, config: Config) -> io::Result<Self> {
+    /// Makes `n` bases with tokio's timing: [`Mode::Exact`] and a 1 ms tick, so a sleep
+    /// completes at most about 1 ms after its deadline plus scheduling, never before. Errors as
+    /// for [`crate::bases`].
+    ///
+    /// ```
+    /// use tickwheel_percpu::time::Timers;
+    /// let timers = Timers::new(2).unwrap();
+    /// assert_eq!(timers.len(), 2);
+    /// ```
+    pub fn new(n: usize) -> io::Result<Self> {
+        Self::with_config(n, Config::default().mode(Mode::Exact))
+    }
+
+    /// Makes `n` bases with `config` as given (see [`crate::bases`] for it and the errors). With
+    /// `Config::default()`, that is [`Mode::Coarse`]: no cascading, cheaper for timeouts that are
+    /// nearly always cancelled, but a sleep that runs out completes up to ~12.5% of its delay
+    /// late (an [`Interval`] with a period of a few ms then sees its ticks as missed).
+    ///
+    /// ```
+    /// use tickwheel_percpu::{Config, time::Timers};
+    /// let coarse = Timers::with_config(1, Config::default()).unwrap();
+    /// # drop(coarse);
+    /// ```
+    pub fn with_config(n: usize, config: Config) -> io::Result<Self> {
         let (bases, _remote) = bases::<u64>(n, config)?;
         let drivers: Vec<Arc<Driver>> = bases
             .into_iter()
@@ -225,8 +249,8 @@ impl Timers {
     /// base does not exist or another thread holds it at this moment.
     ///
     /// ```
-    /// use tickwheel_percpu::{Config, time::Timers};
-    /// let timers = Timers::new(1, Config::default()).unwrap();
+    /// use tickwheel_percpu::time::Timers;
+    /// let timers = Timers::new(1).unwrap();
     /// assert_eq!(timers.occupancy(0), Some((0, 0)));
     /// ```
     pub fn occupancy(&self, index: usize) -> Option<(usize, usize)> {
@@ -254,8 +278,8 @@ impl Timers {
     /// thread are filed on it.
     ///
     /// ```
-    /// use tickwheel_percpu::{Config, time::Timers};
-    /// let timers = Timers::new(1, Config::default()).unwrap();
+    /// use tickwheel_percpu::time::Timers;
+    /// let timers = Timers::new(1).unwrap();
     /// let _on_base_0 = timers.enter(0).unwrap();
     /// assert!(timers.enter(1).is_err());
     /// ```
@@ -304,8 +328,8 @@ impl Timers {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use tickwheel_percpu::{Config, time::{self, Timers}};
-    /// let timers = Timers::new(1, Config::default()).unwrap();
+    /// use tickwheel_percpu::time::{self, Timers};
+    /// let timers = Timers::new(1).unwrap();
     /// let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
     /// let out = timers.block_on(0, &rt, async {
     ///     time::sleep(Duration::from_millis(1)).await;

@@ -54,9 +54,9 @@ fn far_future(now: Instant) -> Instant {
 /// on the polling thread's base).
 ///
 /// ```
-/// use tickwheel_percpu::{Config, time::{self, Duration, Instant, Timers}};
+/// use tickwheel_percpu::time::{self, Duration, Instant, Timers};
 ///
-/// let timers = Timers::new(1, Config::default()).unwrap();
+/// let timers = Timers::new(1).unwrap();
 /// let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
 /// let start = Instant::now();
 /// timers.block_on(0, &rt, time::sleep(Duration::from_millis(5))).unwrap();
@@ -70,9 +70,9 @@ pub fn sleep(duration: Duration) -> Sleep {
 /// Waits until `deadline` (in the past: completes at the base's next turn).
 ///
 /// ```
-/// use tickwheel_percpu::{Config, time::{self, Duration, Instant, Timers}};
+/// use tickwheel_percpu::time::{self, Duration, Instant, Timers};
 ///
-/// let timers = Timers::new(1, Config::default()).unwrap();
+/// let timers = Timers::new(1).unwrap();
 /// let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
 /// let deadline = Instant::now() + Duration::from_millis(3);
 /// timers.block_on(0, &rt, time::sleep_until(deadline)).unwrap();
@@ -93,9 +93,9 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 /// `Unpin`: it can be reset and stored without `Box::pin`.
 ///
 /// ```
-/// use tickwheel_percpu::{Config, time::{self, Duration, Instant, Timers}};
+/// use tickwheel_percpu::time::{self, Duration, Instant, Timers};
 ///
-/// let timers = Timers::new(1, Config::default()).unwrap();
+/// let timers = Timers::new(1).unwrap();
 /// let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
 /// timers.block_on(0, &rt, async {
 ///     let mut idle = time::sleep(Duration::from_secs(60));

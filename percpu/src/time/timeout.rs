@@ -17,9 +17,9 @@ use super::{Duration, Instant};
 /// [`timeout_at`] for a limit fixed when the `Timeout` is made.
 ///
 /// ```
-/// use tickwheel_percpu::{Config, time::{self, Duration, Timers}};
+/// use tickwheel_percpu::time::{self, Duration, Timers};
 ///
-/// let timers = Timers::new(1, Config::default()).unwrap();
+/// let timers = Timers::new(1).unwrap();
 /// let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
 /// timers.block_on(0, &rt, async {
 ///     assert_eq!(time::timeout(Duration::from_secs(1), async { 7 }).await, Ok(7));
@@ -38,9 +38,9 @@ pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoF
 /// Runs `future` until `deadline`.
 ///
 /// ```
-/// use tickwheel_percpu::{Config, time::{self, Duration, Instant, Timers}};
+/// use tickwheel_percpu::time::{self, Duration, Instant, Timers};
 ///
-/// let timers = Timers::new(1, Config::default()).unwrap();
+/// let timers = Timers::new(1).unwrap();
 /// let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
 /// let deadline = Instant::now() + Duration::from_millis(2);
 /// let out = timers.block_on(0, &rt, time::timeout_at(deadline, std::future::pending::<()>()));
