@@ -1,6 +1,6 @@
 //! hyper's `Timer` on the bases: sleeps fire, resets happen in place, and a hyper HTTP/1.1
 //! connection closes on its header-read timeout.
-#![cfg(feature = "tokio")]
+#![cfg(feature = "hyper")]
 
 mod common;
 

@@ -5,7 +5,7 @@
 //! `TokioTimer` (tokio's time driver on the same runtime), for comparison.
 //!
 //! ```text
-//! cargo run --release -p tickwheel-percpu --features tokio --example hyper_server
+//! cargo run --release -p tickwheel-percpu --features hyper --example hyper_server
 //! ```
 //! runs the comparison: for each timer, the server on 127.0.0.1 and the built-in loopback load
 //! generator (100 and 1000 busy connections, then several thousand idle keep-alive connections),

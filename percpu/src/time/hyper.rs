@@ -27,6 +27,8 @@ impl HyperTimer {
     }
 }
 
+impl hyper::rt::Sleep for Sleep {}
+
 impl hyper::rt::Timer for HyperTimer {
     fn sleep(&self, duration: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
         Box::pin(sleep(duration))

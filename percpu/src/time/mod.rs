@@ -4,7 +4,7 @@
 //! [`sleep_until`], [`timeout`], [`timeout_at`], [`interval`], [`interval_at`], [`Instant`],
 //! [`Duration`], [`Sleep`], [`Timeout`], [`Interval`], [`MissedTickBehavior`] and
 //! [`error::Elapsed`] (which converts into an `io::Error` of kind `TimedOut`). With hyper's
-//! [`HyperTimer`] they put their timers on a [`crate::Base`]: the base of the thread that first
+//! `HyperTimer` (feature `hyper`) they put their timers on a [`crate::Base`]: the base of the thread that first
 //! polls them. [`Timers`] makes the bases and runs each one inside a runtime.
 //!
 //! # Fast path and fallback
@@ -111,6 +111,7 @@
 //!   its cell and files itself afresh on the polling thread's base at the next poll.
 
 mod driver;
+#[cfg(feature = "hyper")]
 mod hyper;
 mod instant;
 mod interval;
@@ -123,6 +124,7 @@ use std::io;
 use std::marker::PhantomData;
 use std::task::Poll;
 
+#[cfg(feature = "hyper")]
 pub use self::hyper::HyperTimer;
 pub use instant::Instant;
 pub use interval::{Interval, MissedTickBehavior, interval, interval_at};

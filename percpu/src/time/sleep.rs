@@ -296,5 +296,3 @@ impl Drop for Sleep {
         self.unregister();
     }
 }
-
-impl hyper::rt::Sleep for Sleep {}
