@@ -27,7 +27,7 @@ use std::io;
 use std::ops::{Deref, DerefMut};
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::panic::AssertUnwindSafe;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock, PoisonError, Weak};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
@@ -111,11 +111,20 @@ impl Drop for Held<'_> {
 }
 
 impl Driver {
-    pub(super) fn new(base: Base<Payload>) -> Self {
+    /// A driver for `base`, listed among those the test clock turns.
+    pub(super) fn new(base: Base<Payload>) -> Arc<Self> {
         Self::with_owners(base, false)
     }
 
-    fn with_owners(base: Base<Payload>, any_thread: bool) -> Self {
+    fn with_owners(base: Base<Payload>, any_thread: bool) -> Arc<Self> {
+        let driver = Arc::new(Self::unlisted(base, any_thread));
+        let mut all = ON_TEST_CLOCK.lock().unwrap_or_else(PoisonError::into_inner);
+        all.retain(|d| d.strong_count() > 0);
+        all.push(Arc::downgrade(&driver));
+        driver
+    }
+
+    fn unlisted(base: Base<Payload>, any_thread: bool) -> Self {
         Self {
             index: base.index(),
             remote: base.remote(),
@@ -318,9 +327,11 @@ pub(super) fn fallback() -> &'static Arc<Driver> {
     FALLBACK.get_or_init(|| {
         // tokio's timing, as `Timers::new`.
         let config = Config::default().mode(Mode::Exact);
-        let base = crate::base::<Payload>(config)
-            .unwrap_or_else(|e| panic!("tickwheel time: cannot make the fallback base: {e}"));
-        let driver = Arc::new(Driver::with_owners(base, true));
+        let base = crate::bases_with::<Payload>(1, config, true)
+            .ok()
+            .and_then(|(mut bases, _)| bases.pop())
+            .unwrap_or_else(|| panic!("tickwheel time: cannot make the fallback base"));
+        let driver = Driver::with_owners(base, true);
         let turning = driver.clone();
         std::thread::Builder::new()
             .name("tickwheel-time".into())
@@ -347,6 +358,28 @@ fn turn_forever(driver: &Driver) -> ! {
             Ok(true) => {}
             // Another thread holds the base for a moment (to file or reset a sleep).
             Ok(false) | Err(_) => std::thread::yield_now(),
+        }
+    }
+}
+
+/// Every live driver: all follow the test clock, and a change of it turns each (see `turn_all`).
+/// A std mutex (this module is not model-checked): taken when a driver is made and when the test
+/// clock changes, never on a sleep's path.
+static ON_TEST_CLOCK: Mutex<Vec<Weak<Driver>>> = Mutex::new(Vec::new());
+
+/// After a change of the test clock: turns every base now, so that what came due fires and its
+/// tasks are woken before the change returns, and its timerfd is armed for the new clock. A base
+/// held by another thread at that moment is woken to turn instead.
+pub(super) fn turn_all() {
+    let all: Vec<Arc<Driver>> = ON_TEST_CLOCK
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .filter_map(Weak::upgrade)
+        .collect();
+    for driver in all {
+        if !driver.turn() {
+            driver.remote.wake(driver.index);
         }
     }
 }

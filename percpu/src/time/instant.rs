@@ -1,13 +1,19 @@
 //! [`Instant`]: the time module's clock reading, a newtype over [`std::time::Instant`] with the
 //! methods of `tokio::time::Instant`, so code written for tokio compiles unchanged.
-//! A `std::time::Instant` converts both ways (`From`, [`Instant::from_std`],
-//! [`Instant::into_std`]).
+//!
+//! It reads the test clock ([`super::pause`]): while paused, [`Instant::now`] is the frozen time,
+//! and after [`super::resume`] it runs on from there. Never paused, it is `std::time::Instant::now`
+//! plus one relaxed load. A `std::time::Instant` converts both ways (`From`, [`Instant::from_std`],
+//! [`Instant::into_std`]); a paused or advanced clock is the only case where the two disagree.
 
 use std::fmt;
 use std::ops::{Add, AddAssign, Sub, SubAssign};
 use std::time::Duration;
 
-/// A measurement of the time module's monotonic clock.
+use crate::clock::test_clock;
+
+/// A measurement of the time module's monotonic clock (see the [module](super) docs and
+/// [`super::pause`]).
 ///
 /// ```
 /// use tickwheel_percpu::time::{Duration, Instant};
@@ -22,10 +28,10 @@ pub struct Instant {
 }
 
 impl Instant {
-    /// The current time.
+    /// The current time (the frozen time while the test clock is paused).
     pub fn now() -> Instant {
         Instant {
-            std: std::time::Instant::now(),
+            std: test_clock::now(),
         }
     }
 

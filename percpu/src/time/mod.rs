@@ -116,6 +116,7 @@ mod hyper;
 mod instant;
 mod interval;
 mod sleep;
+mod test_clock;
 mod timeout;
 
 use std::fmt;
@@ -130,6 +131,7 @@ pub use instant::Instant;
 pub use interval::{Interval, MissedTickBehavior, interval, interval_at};
 pub use sleep::{Sleep, sleep, sleep_until};
 pub use std::time::Duration;
+pub use test_clock::{advance, pause, resume};
 pub use timeout::{Timeout, timeout, timeout_at};
 
 /// The error of a [`Timeout`], as in `tokio::time::error`.
@@ -138,7 +140,7 @@ pub mod error {
 }
 
 use crate::sync::{Arc, AtomicUsize, Ordering};
-use crate::{Config, Mode, bases};
+use crate::{Config, Mode};
 use driver::Driver;
 
 /// A set of bases for async code: one per core (thread-per-core), or one per worker of a
@@ -223,11 +225,8 @@ impl Timers {
     /// # drop(coarse);
     /// ```
     pub fn with_config(n: usize, config: Config) -> io::Result<Self> {
-        let (bases, _remote) = bases::<u64>(n, config)?;
-        let drivers: Vec<Arc<Driver>> = bases
-            .into_iter()
-            .map(|b| Arc::new(Driver::new(b)))
-            .collect();
+        let (bases, _remote) = crate::bases_with::<u64>(n, config, true)?;
+        let drivers: Vec<Arc<Driver>> = bases.into_iter().map(Driver::new).collect();
         Ok(Self {
             set: Arc::new(Set {
                 drivers: drivers.into(),

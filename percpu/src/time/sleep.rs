@@ -3,21 +3,21 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::OnceLock;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use super::Instant;
 use super::driver::{self, Driver};
 use crate::Handle;
+use crate::clock::test_clock;
 use crate::protocol::cell::{self, Cell};
 use crate::sync::Arc;
 
-/// The instant deadlines are counted from (the first sleep made in the process). A std
-/// `OnceLock`, not the sync shim: it is a process-wide constant, not cross-core protocol state.
+/// The instant deadlines are counted from: the test clock's epoch, set at its first use, so an
+/// instant before it is in the past when stored; a test clock resumed behind the kernel clock
+/// still reads after it.
 fn epoch() -> std::time::Instant {
-    static EPOCH: OnceLock<std::time::Instant> = OnceLock::new();
-    *EPOCH.get_or_init(std::time::Instant::now)
+    test_clock::epoch().instant
 }
 
 /// Set in `Deadline` when the sleep completed at its first poll without being filed.
