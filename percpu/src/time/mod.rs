@@ -44,6 +44,29 @@
 //! for t in threads { t.join().unwrap(); }
 //! ```
 //!
+//! # Deviations from `tokio::time`
+//!
+//! Code written for `tokio::time` compiles and behaves the same after its `use` line names this
+//! module; what still differs:
+//! - [`timeout`] counts its limit from the first poll that finds the future pending, not from the
+//!   call (so it can only end later than tokio's); [`timeout_at`] is fixed at the call.
+//! - [`Instant`] is this module's own newtype (it reads the test clock), not
+//!   `tokio::time::Instant`: code that hands an `Instant` from tokio or another crate to these
+//!   functions converts it (`Instant::from_std(t.into_std())`); `std::time::Instant` converts
+//!   with `.into()`.
+//! - [`Sleep`] is `Unpin` and [`Sleep::reset`] takes `&mut self`: tokio code that pins a sleep and
+//!   calls `sleep.as_mut().reset(..)` compiles as is; a call spelled `Sleep::reset(pinned, ..)`
+//!   does not.
+//! - The test clock ([`pause`], [`advance`], [`resume`]) is process-wide, not per runtime, and
+//!   works on any runtime; it never advances by itself when the runtime is idle (tokio's
+//!   auto-advance, `start_paused`), so a test moves it with [`advance`]; a pause rounds the time
+//!   up to a whole millisecond. [`advance`] moves the clock at the call, not at the first poll.
+//! - With no per-core setup, timers run on the fallback base's thread (see above), not on the
+//!   runtime's own time driver: nothing needs `enable_time`, and a runtime's shutdown does not
+//!   stop them. No cooperative budget is charged ([`Timeout`] polls its future first, as tokio's).
+//! - A set made with [`Timers::with_config`] in `Mode::Coarse` completes up to ~12.5% of the
+//!   delay late (not tokio's timing; the default [`Timers::new`] and the fallback are Exact).
+//!
 //! # Model
 //!
 //! A [`Sleep`] is a deadline and, once polled, a *registration*: the base it is filed on, a
