@@ -38,7 +38,10 @@
 //! over the repetitions. With the bases in Coarse mode tickwheel's figure includes Coarse's
 //! slack (up to 1/8 of each delay, by design).
 //!
-//! The bases run in Coarse mode (the default), or in Exact with `TICKWHEEL_ASYNC_MODE=exact`.
+//! The bases run in Exact mode with a 1 ms tick, the `time` module's default (`Timers::new`), or
+//! in Coarse with `TICKWHEEL_ASYNC_MODE=coarse`. The `tickwheel-fallback` column runs on a
+//! runtime of the same flavour with no per-core setup, where the module uses its process-wide
+//! base.
 //!
 //! On the multi-thread runtime each workload runs as 8 tasks with a yield every 64 operations,
 //! so tasks move between the two workers between operations.
@@ -81,6 +84,9 @@ pub trait BenchSleep: Future<Output = ()> + Send + 'static {
 pub enum Runtime {
     /// The runtime with tokio's default timer and the tickwheel bases (both flavours).
     Shared,
+    /// A runtime of the same flavour with no tickwheel setup at all (no `Timers`, no driver on
+    /// any thread): `tickwheel_percpu::time` falls back to its process-wide base there.
+    Bare,
     /// A multi-thread runtime built with `Builder::enable_alt_timer` (tokio's per-worker
     /// timer); needs `--cfg tokio_unstable`, and has no current-thread form.
     #[cfg(tokio_unstable)]
@@ -125,7 +131,7 @@ pub struct Tokio(pub Runtime);
 impl Api for Tokio {
     fn name(self) -> &'static str {
         match self.0 {
-            Runtime::Shared => "tokio",
+            Runtime::Shared | Runtime::Bare => "tokio",
             #[cfg(tokio_unstable)]
             Runtime::AltTimer => "tokio-alt",
         }
@@ -143,7 +149,7 @@ impl Api for Tokio {
 
 impl BenchSleep for time::Sleep {
     fn reset(self: Pin<&mut Self>, t: Instant) -> Result<(), Unsupported> {
-        self.get_mut().reset(t);
+        self.get_mut().reset(t.into());
         Ok(())
     }
 }
@@ -160,7 +166,30 @@ impl Api for Tickwheel {
         true
     }
     fn sleep(self, deadline: Instant, _now: Instant) -> impl BenchSleep {
-        time::sleep_until(deadline)
+        time::sleep_until(deadline.into())
+    }
+    async fn timeout<F: Future + Send>(self, d: Duration, f: F) -> Result<F::Output, ()> {
+        time::timeout(d, f).await.map_err(|_| ())
+    }
+}
+
+/// `tickwheel_percpu::time` on a runtime with no per-core setup: the fallback base, turned by a
+/// thread of its own.
+#[derive(Clone, Copy, Debug)]
+pub struct TickwheelFallback;
+
+impl Api for TickwheelFallback {
+    fn name(self) -> &'static str {
+        "tickwheel-fallback"
+    }
+    fn ours(self) -> bool {
+        true
+    }
+    fn runtime(self) -> Runtime {
+        Runtime::Bare
+    }
+    fn sleep(self, deadline: Instant, _now: Instant) -> impl BenchSleep {
+        time::sleep_until(deadline.into())
     }
     async fn timeout<F: Future + Send>(self, d: Duration, f: F) -> Result<F::Output, ()> {
         time::timeout(d, f).await.map_err(|_| ())
@@ -440,11 +469,12 @@ struct LateRun {
     filed_late: u64,
 }
 
-/// The bases' wheel mode: Coarse (the default), or Exact with `TICKWHEEL_ASYNC_MODE=exact`.
+/// The bases' wheel mode: Exact, the `time` module's default (`Timers::new`, tokio's timing), or
+/// Coarse with `TICKWHEEL_ASYNC_MODE=coarse`.
 fn bases_mode() -> tickwheel_percpu::Mode {
     match std::env::var("TICKWHEEL_ASYNC_MODE").as_deref() {
-        Ok("exact") => tickwheel_percpu::Mode::Exact,
-        _ => tickwheel_percpu::Mode::Coarse,
+        Ok("coarse") => tickwheel_percpu::Mode::Coarse,
+        _ => tickwheel_percpu::Mode::Exact,
     }
 }
 
@@ -485,6 +515,8 @@ struct Bench {
     flavor: Flavor,
     rt: tokio::runtime::Runtime,
     timers: Timers,
+    /// The same flavour built without the bases (for the fallback column).
+    bare: tokio::runtime::Runtime,
     #[cfg(tokio_unstable)]
     alt: Option<tokio::runtime::Runtime>,
 }
@@ -492,7 +524,7 @@ struct Bench {
 impl Bench {
     fn new(flavor: Flavor) -> Self {
         let config = Config::default().mode(bases_mode());
-        let timers = Timers::new(2, config).expect("bases");
+        let timers = Timers::with_config(2, config).expect("bases");
         let mut b = match flavor {
             Flavor::Current => tokio::runtime::Builder::new_current_thread(),
             Flavor::Multi => {
@@ -503,6 +535,18 @@ impl Bench {
             }
         };
         let rt = b.enable_io().enable_time().build().expect("runtime");
+        let bare = match flavor {
+            Flavor::Current => tokio::runtime::Builder::new_current_thread(),
+            Flavor::Multi => {
+                let mut b = tokio::runtime::Builder::new_multi_thread();
+                b.worker_threads(2);
+                b
+            }
+        }
+        .enable_io()
+        .enable_time()
+        .build()
+        .expect("runtime without the bases");
         if flavor == Flavor::Multi {
             rt.block_on(async { timers.spawn_drivers().map(drop) })
                 .expect("drivers");
@@ -519,6 +563,7 @@ impl Bench {
             flavor,
             rt,
             timers,
+            bare,
             #[cfg(tokio_unstable)]
             alt,
         }
@@ -528,17 +573,19 @@ impl Bench {
     fn runtime(&self, r: Runtime) -> Option<&tokio::runtime::Runtime> {
         match r {
             Runtime::Shared => Some(&self.rt),
+            Runtime::Bare => Some(&self.bare),
             #[cfg(tokio_unstable)]
             Runtime::AltTimer => self.alt.as_ref(),
         }
     }
 
-    /// Runs `fut` to completion on `rt`: inside the bases' `block_on` on the current-thread
-    /// runtime (so its thread has a tickwheel driver), a plain `block_on` on the multi-thread one.
-    fn on<F: Future>(&self, rt: &tokio::runtime::Runtime, fut: F) -> F::Output {
-        match self.flavor {
-            Flavor::Current => self.timers.block_on(0, rt, fut).expect("driver"),
-            Flavor::Multi => rt.block_on(fut),
+    /// Runs `fut` to completion on runtime `r`: inside the bases' `block_on` on the shared
+    /// current-thread runtime (so its thread has a tickwheel driver), a plain `block_on`
+    /// otherwise.
+    fn on<F: Future>(&self, r: Runtime, rt: &tokio::runtime::Runtime, fut: F) -> F::Output {
+        match (self.flavor, r) {
+            (Flavor::Current, Runtime::Shared) => self.timers.block_on(0, rt, fut).expect("driver"),
+            _ => rt.block_on(fut),
         }
     }
 
@@ -557,7 +604,7 @@ impl Bench {
         };
         let per_task = (n / tasks).max(1);
         let t0 = cpu_ns(libc::CLOCK_PROCESS_CPUTIME_ID);
-        let out = self.on(rt, async move {
+        let out = self.on(api.runtime(), rt, async move {
             if tasks == 1 {
                 return w.run(api, per_task, yield_every).await;
             }
@@ -609,7 +656,11 @@ impl<A: Api> Column for A {
     }
     fn lateness(&self, b: &Bench, plan: LatePlan) -> Option<LateRun> {
         let rt = b.runtime(self.runtime())?;
-        Some(b.on(rt, lateness_run(*self, plan.sleeps, plan.lead, plan.spread)))
+        Some(b.on(
+            self.runtime(),
+            rt,
+            lateness_run(*self, plan.sleeps, plan.lead, plan.spread),
+        ))
     }
 }
 
@@ -622,6 +673,7 @@ fn columns() -> Vec<Box<dyn Column>> {
     c.push(Box::new(Tokio(Runtime::AltTimer)));
     c.push(Box::new(Pingora));
     c.push(Box::new(Tickwheel));
+    c.push(Box::new(TickwheelFallback));
     c
 }
 
@@ -896,7 +948,7 @@ pub const MEMORY_APIS: [&str; 3] = ["tokio", "pingora", "tickwheel"];
 /// Resident bytes per pending sleep for `api_name` (one of [`MEMORY_APIS`]) with `n` sleeps
 /// filed on a current-thread runtime; run in a fresh process so earlier frees do not hide growth.
 pub fn bytes_per_sleep(api_name: &str, n: usize) -> Result<f64, String> {
-    let timers = Timers::new(1, Config::default()).map_err(|e| e.to_string())?;
+    let timers = Timers::new(1).map_err(|e| e.to_string())?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .enable_time()

@@ -15,7 +15,7 @@ fn columns() -> Vec<&'static str> {
     if cfg!(tokio_unstable) {
         c.push("tokio-alt");
     }
-    c.extend(["pingora", "tickwheel"]);
+    c.extend(["pingora", "tickwheel", "tickwheel-fallback"]);
     c
 }
 

@@ -11,9 +11,8 @@
 //!
 //! `cargo run -p tickwheel-percpu --features tokio --example tokio_timers` (about a second).
 
-use std::time::{Duration, Instant};
+use tickwheel_percpu::time::{Duration, Instant};
 
-use tickwheel_percpu::Config;
 use tickwheel_percpu::time::{self, MissedTickBehavior, Timers};
 use tokio::sync::mpsc;
 
@@ -103,7 +102,7 @@ async fn core_main(core: usize) {
 
 fn main() -> std::io::Result<()> {
     let cores = 2;
-    let timers = Timers::new(cores, Config::default())?;
+    let timers = Timers::new(cores)?;
     let threads: Vec<_> = (0..cores)
         .map(|core| {
             let timers = timers.clone();

@@ -268,8 +268,25 @@ pub fn base<T: Send + 'static>(config: Config) -> io::Result<Base<T>> {
 /// error's source); the wheel refuses its geometry (the wheel's [`tickwheel::BuildError`] is the
 /// source). Or a timerfd/eventfd/epoll could not be created.
 pub fn bases<T: Send + 'static>(n: usize, config: Config) -> io::Result<(Vec<Base<T>>, Remote<T>)> {
+    bases_with(n, config, false)
+}
+
+/// [`bases`]; with `test_clock`, bases on `CLOCK_MONOTONIC` follow the process's test clock
+/// instead (the `time` module's bases, so that its `pause` and `advance` move them).
+fn bases_with<T: Send + 'static>(
+    n: usize,
+    config: Config,
+    test_clock: bool,
+) -> io::Result<(Vec<Base<T>>, Remote<T>)> {
     let slots = validate(n, &config)?;
-    let timeline = clock::Timeline::new(&config.clock, config.tick)?;
+    let timeline = match config.clock {
+        #[cfg(all(feature = "tokio", not(loom)))]
+        ClockSource::Monotonic if test_clock => clock::Timeline::on_test_clock(config.tick)?,
+        _ => {
+            let _ = test_clock;
+            clock::Timeline::new(&config.clock, config.tick)?
+        }
+    };
     let wheels = (0..n)
         .map(|_| match config.wheel_capacity {
             // The table bounds the wheel, so an unbounded wheel is never asked for more.

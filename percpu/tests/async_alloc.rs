@@ -7,9 +7,8 @@ use std::future::{Future, poll_fn};
 use std::pin::pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::Poll;
-use std::time::{Duration, Instant};
+use tickwheel_percpu::time::{Duration, Instant};
 
-use tickwheel_percpu::Config;
 use tickwheel_percpu::time::{self, Timers};
 
 /// Counts allocations (this file has one test, so nothing else allocates meanwhile but the
@@ -72,7 +71,7 @@ async fn one_round(i: u64) {
 
 #[test]
 fn steady_state_timer_work_does_not_allocate() {
-    let timers = Timers::new(1, Config::default()).unwrap();
+    let timers = Timers::new(1).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .build()

@@ -10,9 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::task::{Context, Poll, Wake, Waker};
-use std::time::{Duration, Instant};
+use tickwheel_percpu::time::{Duration, Instant};
 
-use tickwheel_percpu::Config;
 use tickwheel_percpu::time::{self, Timers};
 
 struct Unpark(std::thread::Thread, AtomicUsize);
@@ -96,7 +95,7 @@ impl BaseThread {
 
 #[test]
 fn moved_and_polled_on_another_thread() {
-    let timers = Timers::new(1, Config::default()).unwrap();
+    let timers = Timers::new(1).unwrap();
     let base = BaseThread::start(&timers);
     for ms in [1u64, 4, 9] {
         let deadline = Instant::now() + Duration::from_millis(ms);
@@ -112,7 +111,7 @@ fn moved_and_polled_on_another_thread() {
 
 #[test]
 fn moved_and_dropped_on_another_thread() {
-    let timers = Timers::new(1, Config::default()).unwrap();
+    let timers = Timers::new(1).unwrap();
     let base = BaseThread::start(&timers);
     let sleeps: Vec<_> = (0..200)
         .map(|i| base.filed(Instant::now() + Duration::from_millis(30 + i)))
@@ -129,7 +128,7 @@ fn moved_and_dropped_on_another_thread() {
 
 #[test]
 fn reset_on_another_thread_is_never_early() {
-    let timers = Timers::new(1, Config::default()).unwrap();
+    let timers = Timers::new(1).unwrap();
     let base = BaseThread::start(&timers);
     for i in 0..20u64 {
         let mut s = base.filed(Instant::now() + Duration::from_millis(2));
@@ -146,7 +145,7 @@ fn reset_on_another_thread_is_never_early() {
 
 #[test]
 fn reset_away_then_at_home() {
-    let timers = Timers::new(1, Config::default()).unwrap();
+    let timers = Timers::new(1).unwrap();
     let base = BaseThread::start(&timers);
     for i in 0..20u64 {
         let mut s = base.filed(Instant::now() + Duration::from_secs(60));
@@ -170,7 +169,7 @@ fn reset_away_then_at_home() {
 
 #[test]
 fn tasks_migrating_on_a_multi_thread_runtime() {
-    let timers = Timers::new(2, Config::default()).unwrap();
+    let timers = Timers::new(2).unwrap();
     let rt = common::multi_thread(&timers, 2);
     let early = Arc::new(AtomicUsize::new(0));
     rt.block_on(async {
@@ -241,7 +240,7 @@ fn reset_to_20ms_and_wait(s: &mut time::Sleep) {
 
 #[test]
 fn remote_reset_and_drop_on_a_base_that_never_turned() {
-    let timers = Timers::new(1, Config::default()).unwrap();
+    let timers = Timers::new(1).unwrap();
     let base = BaseThread::start(&timers);
     let mut s = base.filed(Instant::now() + OLD);
     reset_to_20ms_and_wait(&mut s);
@@ -250,7 +249,7 @@ fn remote_reset_and_drop_on_a_base_that_never_turned() {
 
     // A fresh base again: a sleep dropped here is cancelled on the base at once, not when some
     // other timer of it fires.
-    let timers = Timers::new(1, Config::default()).unwrap();
+    let timers = Timers::new(1).unwrap();
     let base = BaseThread::start(&timers);
     drop(base.filed(Instant::now() + Duration::from_secs(3600)));
     assert!(
@@ -263,7 +262,7 @@ fn remote_reset_and_drop_on_a_base_that_never_turned() {
 
 #[test]
 fn remote_reset_and_drop_on_a_fresh_multi_thread_runtime() {
-    let timers = Timers::new(2, Config::default()).unwrap();
+    let timers = Timers::new(2).unwrap();
     let rt = common::multi_thread(&timers, 2);
     let (mut s, idle) = rt.block_on(async {
         timers.spawn_drivers().unwrap();

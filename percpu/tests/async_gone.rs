@@ -15,9 +15,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::task::{Context, Poll, Wake, Waker};
-use std::time::{Duration, Instant};
+use tickwheel_percpu::time::{Duration, Instant};
 
-use tickwheel_percpu::Config;
 use tickwheel_percpu::time::{self, Timers};
 
 fn noop_poll(s: &mut time::Sleep) -> Poll<()> {
@@ -26,7 +25,7 @@ fn noop_poll(s: &mut time::Sleep) -> Poll<()> {
 
 /// A sleep filed on a base whose runtime and `Timers` are then dropped.
 fn orphaned_sleep(delay: Duration) -> time::Sleep {
-    let timers = Timers::new(1, Config::default()).unwrap();
+    let timers = Timers::new(1).unwrap();
     let rt = common::current_thread();
     let s = timers
         .block_on(0, &rt, async move {
@@ -56,7 +55,7 @@ fn polled_after_its_driver_is_gone_it_panics() {
 
     // On another runtime too, as a task's panic.
     let s = orphaned_sleep(Duration::from_secs(3600));
-    let timers = Timers::new(1, Config::default()).unwrap();
+    let timers = Timers::new(1).unwrap();
     let rt = common::current_thread();
     let out = timers.block_on(0, &rt, async move {
         let job = tokio::spawn(s);
@@ -75,7 +74,7 @@ impl Wake for Unpark {
 
 #[test]
 fn waiting_when_its_driver_goes_it_is_woken_and_panics() {
-    let timers = Timers::new(1, Config::default()).unwrap();
+    let timers = Timers::new(1).unwrap();
     let rt = common::current_thread();
     let s = timers
         .block_on(0, &rt, async {
@@ -113,7 +112,7 @@ fn waiting_when_its_driver_goes_it_is_woken_and_panics() {
 #[test]
 fn reset_after_its_driver_is_gone_files_it_on_a_live_base() {
     let mut s = orphaned_sleep(Duration::from_secs(3600));
-    let timers = Timers::new(1, Config::default()).unwrap();
+    let timers = Timers::new(1).unwrap();
     let rt = common::current_thread();
     let deadline = Instant::now() + Duration::from_millis(10);
     s.reset(deadline);

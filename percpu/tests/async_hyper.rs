@@ -1,19 +1,18 @@
 //! hyper's `Timer` on the bases: sleeps fire, resets happen in place, and a hyper HTTP/1.1
 //! connection closes on its header-read timeout.
-#![cfg(feature = "tokio")]
+#![cfg(feature = "hyper")]
 
 mod common;
 
 use std::time::{Duration, Instant};
 
 use hyper::rt::Timer;
-use tickwheel_percpu::Config;
 use tickwheel_percpu::time::{HyperTimer, Timers};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[test]
 fn sleep_and_reset_in_place() {
-    let timers = Timers::new(1, Config::default()).unwrap();
+    let timers = Timers::new(1).unwrap();
     let rt = common::current_thread();
     timers
         .block_on(0, &rt, async {
@@ -35,7 +34,7 @@ fn sleep_and_reset_in_place() {
 
 #[test]
 fn header_read_timeout_closes_a_silent_connection() {
-    let timers = Timers::new(1, Config::default()).unwrap();
+    let timers = Timers::new(1).unwrap();
     let rt = common::current_thread();
     timers
         .block_on(0, &rt, async {

@@ -5,7 +5,7 @@ mod common;
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use tickwheel_percpu::time::{Duration, Instant};
 
 use tickwheel_percpu::time::{self, Timers};
 use tickwheel_percpu::{Config, Mode};
@@ -13,7 +13,7 @@ use tickwheel_percpu::{Config, Mode};
 #[test]
 fn sleeps_complete_in_deadline_order_and_never_early() {
     let config = Config::default().mode(Mode::Exact);
-    let timers = Timers::new(1, config).unwrap();
+    let timers = Timers::with_config(1, config).unwrap();
     let rt = common::current_thread();
     let order = Rc::new(RefCell::new(Vec::new()));
     let local = tokio::task::LocalSet::new();
@@ -42,7 +42,7 @@ fn sleeps_complete_in_deadline_order_and_never_early() {
 
 #[test]
 fn a_past_deadline_completes_at_once() {
-    let timers = Timers::new(1, Config::default()).unwrap();
+    let timers = Timers::new(1).unwrap();
     let rt = common::current_thread();
     let t = Instant::now();
     timers
@@ -56,7 +56,7 @@ fn a_past_deadline_completes_at_once() {
 
 #[test]
 fn many_sleeps_reuse_cells() {
-    let timers = Timers::new(1, Config::default()).unwrap();
+    let timers = Timers::new(1).unwrap();
     let rt = common::current_thread();
     timers
         .block_on(0, &rt, async {

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tickwheel_percpu::Config;
 use tickwheel_percpu::time::{self, Timers};
 
 struct Dropped(Arc<AtomicUsize>);
@@ -23,7 +22,7 @@ const TASKS: usize = 1000;
 
 #[test]
 fn current_thread_runtime_dropped_with_sleeps_pending() {
-    let timers = Timers::new(1, Config::default()).unwrap();
+    let timers = Timers::new(1).unwrap();
     let dropped = Arc::new(AtomicUsize::new(0));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_io()
@@ -53,7 +52,7 @@ fn current_thread_runtime_dropped_with_sleeps_pending() {
 
 #[test]
 fn multi_thread_runtime_dropped_with_sleeps_pending() {
-    let timers = Timers::new(2, Config::default()).unwrap();
+    let timers = Timers::new(2).unwrap();
     let dropped = Arc::new(AtomicUsize::new(0));
     let rt = common::multi_thread(&timers, 2);
     rt.block_on(async {

@@ -3,14 +3,13 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use tickwheel_percpu::time::{Duration, Instant};
 
-use tickwheel_percpu::Config;
 use tickwheel_percpu::time::{self, Timers};
 
 #[test]
 fn inner_result_when_it_wins() {
-    let timers = Timers::new(1, Config::default()).unwrap();
+    let timers = Timers::new(1).unwrap();
     let rt = common::current_thread();
     timers
         .block_on(0, &rt, async {
@@ -36,7 +35,7 @@ fn inner_result_when_it_wins() {
 
 #[test]
 fn elapsed_when_the_limit_wins_never_early() {
-    let timers = Timers::new(1, Config::default()).unwrap();
+    let timers = Timers::new(1).unwrap();
     let rt = common::current_thread();
     timers
         .block_on(0, &rt, async {
@@ -56,16 +55,13 @@ fn elapsed_when_the_limit_wins_never_early() {
 }
 
 #[test]
-fn a_sleep_with_no_driver_panics_with_a_clear_message() {
-    let outcome = std::panic::catch_unwind(|| {
-        let rt = common::current_thread();
-        rt.block_on(time::sleep(Duration::from_millis(1)));
-    });
-    let err = outcome.unwrap_err();
-    let msg = err
-        .downcast_ref::<String>()
-        .map(String::as_str)
-        .or_else(|| err.downcast_ref::<&str>().copied())
-        .unwrap_or_default();
-    assert!(msg.contains("no tickwheel time driver"), "{msg}");
+fn elapsed_converts_into_a_timed_out_io_error() {
+    async fn limited() -> std::io::Result<()> {
+        time::timeout(Duration::from_millis(2), std::future::pending::<()>()).await?;
+        Ok(())
+    }
+    let timers = Timers::new(1).unwrap();
+    let rt = common::current_thread();
+    let err = timers.block_on(0, &rt, limited()).unwrap().unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
 }

@@ -8,9 +8,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, Wake, Waker};
-use std::time::{Duration, Instant};
+use tickwheel_percpu::time::{Duration, Instant};
 
-use tickwheel_percpu::Config;
 use tickwheel_percpu::time::{self, Timers};
 
 #[derive(Default)]
@@ -33,7 +32,7 @@ fn poll_with(s: &mut time::Sleep, w: &Waker) -> Poll<()> {
 
 #[test]
 fn the_latest_waker_is_woken_once() {
-    let timers = Timers::new(1, Config::default()).unwrap();
+    let timers = Timers::new(1).unwrap();
     let rt = common::current_thread();
     timers
         .block_on(0, &rt, async {
@@ -67,7 +66,7 @@ fn the_latest_waker_is_woken_once() {
 
 #[test]
 fn a_dropped_sleep_wakes_nobody() {
-    let timers = Timers::new(1, Config::default()).unwrap();
+    let timers = Timers::new(1).unwrap();
     let rt = common::current_thread();
     timers
         .block_on(0, &rt, async {
@@ -84,7 +83,7 @@ fn a_dropped_sleep_wakes_nobody() {
 
 #[test]
 fn reset_moves_the_deadline_both_ways() {
-    let timers = Timers::new(1, Config::default()).unwrap();
+    let timers = Timers::new(1).unwrap();
     let rt = common::current_thread();
     timers
         .block_on(0, &rt, async {

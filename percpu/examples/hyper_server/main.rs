@@ -5,7 +5,7 @@
 //! `TokioTimer` (tokio's time driver on the same runtime), for comparison.
 //!
 //! ```text
-//! cargo run --release -p tickwheel-percpu --features tokio --example hyper_server
+//! cargo run --release -p tickwheel-percpu --features hyper --example hyper_server
 //! ```
 //! runs the comparison: for each timer, the server on 127.0.0.1 and the built-in loopback load
 //! generator (100 and 1000 busy connections, then several thousand idle keep-alive connections),
@@ -233,7 +233,7 @@ fn start(which: Which, addr: SocketAddr, o: &Options) -> Result<Server, String> 
         );
     }
     let config = BaseConfig::default().mode(o.mode);
-    let timers = Timers::new(o.cores, config).map_err(|e| e.to_string())?;
+    let timers = Timers::with_config(o.cores, config).map_err(|e| e.to_string())?;
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     let (stop, rx) = tokio::sync::watch::channel(false);
     let counts = Arc::new(Counts::default());

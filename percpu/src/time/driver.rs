@@ -13,22 +13,28 @@
 //! inline cannot re-enter the base.
 //!
 //! Each thread has a current driver (a thread-local set by [`super::Timers::enter`] or by the
-//! thread-start hook of a multi-thread runtime): a sleep registers on it at its first poll.
+//! thread-start hook of a multi-thread runtime): a sleep registers on it at its first poll. A
+//! thread with none uses the [`fallback`]: one process-wide base (Exact mode, 1 ms tick), made at
+//! its first use and turned by a thread of its own ("tickwheel-time") that waits on the base's fd.
+//! Any thread may hold the fallback's base (the `busy` flag is what excludes), so every thread
+//! takes the owner's path on it (`is_current`); the cost is that flag's swap, contended between
+//! the threads that use it, and a wake that comes from the timer thread.
 
 use std::cell::RefCell;
 use std::fmt;
 use std::future::Future;
 use std::io;
 use std::ops::{Deref, DerefMut};
-use std::os::fd::{AsRawFd, RawFd};
-use std::time::Instant;
-
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::panic::AssertUnwindSafe;
+use std::sync::{Mutex, OnceLock, PoisonError, Weak};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
+use super::Instant;
 use crate::protocol::cell::{self, Cells, MAX_CELLS, Returned};
 use crate::sync::{Arc, AtomicBool, AtomicUsize, Ordering, UnsafeCell};
-use crate::{Base, Handle, Remote};
+use crate::{Base, Config, Handle, Mode, Remote, sys};
 
 /// What a base's timer carries: `cell | seq << 32` (see `cell`).
 pub(super) type Payload = u64;
@@ -54,6 +60,8 @@ pub(super) struct Driver {
     pub(super) cells: Cells,
     /// Cells freed by threads not holding the base, emptied by the holder.
     returned: Returned,
+    /// The process-wide fallback: every thread takes the owner's path (see the module doc).
+    any_thread: bool,
     /// What can still turn the base: 1 for the `Timers` set while a handle of it lives, plus
     /// one per turning task ([`drive`]). At 0 the base is closed for good: nothing will ever
     /// turn it again (a turning task is made only through a `Timers`), so its sleeps would pend
@@ -103,7 +111,20 @@ impl Drop for Held<'_> {
 }
 
 impl Driver {
-    pub(super) fn new(base: Base<Payload>) -> Self {
+    /// A driver for `base`, listed among those the test clock turns.
+    pub(super) fn new(base: Base<Payload>) -> Arc<Self> {
+        Self::with_owners(base, false)
+    }
+
+    fn with_owners(base: Base<Payload>, any_thread: bool) -> Arc<Self> {
+        let driver = Arc::new(Self::unlisted(base, any_thread));
+        let mut all = ON_TEST_CLOCK.lock().unwrap_or_else(PoisonError::into_inner);
+        all.retain(|d| d.strong_count() > 0);
+        all.push(Arc::downgrade(&driver));
+        driver
+    }
+
+    fn unlisted(base: Base<Payload>, any_thread: bool) -> Self {
         Self {
             index: base.index(),
             remote: base.remote(),
@@ -117,6 +138,7 @@ impl Driver {
             }),
             cells: Cells::new(MAX_CELLS),
             returned: Returned::new(),
+            any_thread,
             keepers: AtomicUsize::new(1),
         }
     }
@@ -243,7 +265,10 @@ impl Driver {
         cell: u32,
         seq: u32,
     ) -> Handle {
-        match held.base.schedule_at(deadline, cell::payload(cell, seq)) {
+        match held
+            .base
+            .schedule_at(deadline.into_std(), cell::payload(cell, seq))
+        {
             Ok(h) => h,
             Err(e) => panic!("tickwheel base {}: cannot add a timer: {e}", self.index),
         }
@@ -293,25 +318,96 @@ async fn turn_when_readable(fd: BaseFd) -> io::Result<()> {
     }
 }
 
+/// The process-wide base for threads with no driver of their own, and its timer thread, both
+/// made at the first call. Panics if the base or the thread cannot be made (out of fds, memory
+/// or threads): a sleep has no way to report it.
+pub(super) fn fallback() -> &'static Arc<Driver> {
+    // A std `OnceLock`, not the sync shim: made once per process, not cross-core protocol state.
+    static FALLBACK: OnceLock<Arc<Driver>> = OnceLock::new();
+    FALLBACK.get_or_init(|| {
+        // tokio's timing, as `Timers::new`.
+        let config = Config::default().mode(Mode::Exact);
+        let base = crate::bases_with::<Payload>(1, config, true)
+            .ok()
+            .and_then(|(mut bases, _)| bases.pop())
+            .unwrap_or_else(|| panic!("tickwheel time: cannot make the fallback base"));
+        let driver = Driver::with_owners(base, true);
+        let turning = driver.clone();
+        std::thread::Builder::new()
+            .name("tickwheel-time".into())
+            .spawn(move || turn_forever(&turning))
+            .unwrap_or_else(|e| panic!("tickwheel time: cannot start the timer thread: {e}"));
+        driver
+    })
+}
+
+/// The fallback's timer thread: waits until the base's fd is readable, turns it.
+fn turn_forever(driver: &Driver) -> ! {
+    // SAFETY: the fd is the base's epoll fd, owned by the base inside `driver`, which lives for
+    // the rest of the process (the fallback is never dropped).
+    let fd = unsafe { BorrowedFd::borrow_raw(driver.fd) };
+    loop {
+        // Only EINTR-free errors (a bad fd) fail, which the ownership above excludes.
+        let waited = sys::epoll_wait(fd, -1);
+        debug_assert!(
+            waited.is_ok(),
+            "epoll_wait on the fallback base: {waited:?}"
+        );
+        // A waker that panics costs the wakes of that turn, not the thread.
+        match std::panic::catch_unwind(AssertUnwindSafe(|| driver.turn())) {
+            Ok(true) => {}
+            // Another thread holds the base for a moment (to file or reset a sleep).
+            Ok(false) | Err(_) => std::thread::yield_now(),
+        }
+    }
+}
+
+/// Every live driver: all follow the test clock, and a change of it turns each (see `turn_all`).
+/// A std mutex (this module is not model-checked): taken when a driver is made and when the test
+/// clock changes, never on a sleep's path.
+static ON_TEST_CLOCK: Mutex<Vec<Weak<Driver>>> = Mutex::new(Vec::new());
+
+/// After a change of the test clock: turns every base now, so that what came due fires and its
+/// tasks are woken before the change returns, and its timerfd is armed for the new clock. A base
+/// held by another thread at that moment is woken to turn instead.
+pub(super) fn turn_all() {
+    let all: Vec<Arc<Driver>> = ON_TEST_CLOCK
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .filter_map(Weak::upgrade)
+        .collect();
+    for driver in all {
+        if !driver.turn() {
+            driver.remote.wake(driver.index);
+        }
+    }
+}
+
 thread_local! {
-    /// The driver sleeps polled on this thread register on.
+    /// The driver sleeps polled on this thread register on; `None`: the [`fallback`].
     static CURRENT: RefCell<Option<Arc<Driver>>> = const { RefCell::new(None) };
 }
 
-/// Runs `f` with this thread's driver.
-pub(super) fn with_current<R>(f: impl FnOnce(Option<&Arc<Driver>>) -> R) -> R {
-    CURRENT.with(|c| f(c.borrow().as_ref()))
+/// Runs `f` with this thread's driver, or the fallback if it has none.
+pub(super) fn with_current<R>(f: impl FnOnce(&Arc<Driver>) -> R) -> R {
+    CURRENT.with(|c| match c.borrow().as_ref() {
+        Some(driver) => f(driver),
+        None => f(fallback()),
+    })
 }
 
-/// True if `driver` is this thread's.
+/// True if this thread may take the owner's path on `driver`: it is this thread's, or the
+/// fallback (which any thread may hold).
 pub(super) fn is_current(driver: &Driver) -> bool {
-    CURRENT
-        .try_with(|c| {
-            c.borrow()
-                .as_ref()
-                .is_some_and(|d| std::ptr::eq(&**d, driver))
-        })
-        .unwrap_or(false)
+    driver.any_thread
+        || CURRENT
+            .try_with(|c| {
+                c.borrow()
+                    .as_ref()
+                    .is_some_and(|d| std::ptr::eq(&**d, driver))
+            })
+            .unwrap_or(false)
 }
 
 /// Makes `driver` this thread's; returns the previous one.

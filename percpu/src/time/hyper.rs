@@ -27,18 +27,20 @@ impl HyperTimer {
     }
 }
 
+impl hyper::rt::Sleep for Sleep {}
+
 impl hyper::rt::Timer for HyperTimer {
     fn sleep(&self, duration: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
         Box::pin(sleep(duration))
     }
 
     fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
-        Box::pin(sleep_until(deadline))
+        Box::pin(sleep_until(deadline.into()))
     }
 
     fn reset(&self, sleep: &mut Pin<Box<dyn hyper::rt::Sleep>>, new_deadline: Instant) {
         match sleep.as_mut().downcast_mut_pin::<Sleep>() {
-            Some(ours) => ours.get_mut().reset(new_deadline),
+            Some(ours) => ours.get_mut().reset(new_deadline.into()),
             None => *sleep = self.sleep_until(new_deadline),
         }
     }

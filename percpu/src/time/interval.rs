@@ -3,16 +3,17 @@
 use std::future::poll_fn;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
 
 use super::sleep::{Sleep, sleep_until};
+use super::{Duration, Instant};
 
 /// A tick later than this after its deadline counts as missed.
 const MISSED_AFTER: Duration = Duration::from_millis(5);
 
-/// What [`Interval`] does when ticks were missed (the task was busy past a deadline).
+/// What [`Interval`] does when ticks were missed (the task was busy past a deadline). The same
+/// variants as tokio's, and like tokio's not `#[non_exhaustive]`, so an exhaustive `match` written
+/// for tokio compiles.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum MissedTickBehavior {
     /// Fire the missed ticks as fast as possible, then keep the original schedule.
     #[default]
@@ -41,10 +42,9 @@ impl MissedTickBehavior {
 /// Ticks every `period`, the first tick at once.
 ///
 /// ```
-/// use std::time::{Duration, Instant};
-/// use tickwheel_percpu::{Config, time::{self, Timers}};
+/// use tickwheel_percpu::time::{self, Duration, Timers};
 ///
-/// let timers = Timers::new(1, Config::default()).unwrap();
+/// let timers = Timers::new(1).unwrap();
 /// let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
 /// timers.block_on(0, &rt, async {
 ///     let mut every = time::interval(Duration::from_millis(2));
@@ -55,6 +55,7 @@ impl MissedTickBehavior {
 /// ```
 ///
 /// Panics if `period` is zero.
+#[track_caller]
 pub fn interval(period: Duration) -> Interval {
     interval_at(Instant::now(), period)
 }
@@ -62,15 +63,15 @@ pub fn interval(period: Duration) -> Interval {
 /// Ticks every `period`, the first tick at `start`. Panics if `period` is zero.
 ///
 /// ```
-/// use std::time::{Duration, Instant};
-/// use tickwheel_percpu::time::{interval_at, MissedTickBehavior};
+/// use tickwheel_percpu::time::{interval_at, Duration, Instant, MissedTickBehavior};
 ///
 /// let mut every = interval_at(Instant::now() + Duration::from_secs(1), Duration::from_secs(1));
 /// every.set_missed_tick_behavior(MissedTickBehavior::Skip);
 /// assert_eq!(every.period(), Duration::from_secs(1));
 /// ```
+#[track_caller]
 pub fn interval_at(start: Instant, period: Duration) -> Interval {
-    assert!(!period.is_zero(), "interval period must be non-zero");
+    assert!(!period.is_zero(), "`period` must be non-zero.");
     Interval {
         sleep: sleep_until(start),
         period,
@@ -112,7 +113,22 @@ impl Interval {
 
     /// Restarts the schedule: the next tick is one period from now.
     pub fn reset(&mut self) {
-        self.sleep.reset(Instant::now() + self.period);
+        self.reset_after(self.period);
+    }
+
+    /// Restarts the schedule: the next tick is now.
+    pub fn reset_immediately(&mut self) {
+        self.reset_at(Instant::now());
+    }
+
+    /// Restarts the schedule: the next tick is `after` from now.
+    pub fn reset_after(&mut self, after: Duration) {
+        self.reset_at(Instant::now() + after);
+    }
+
+    /// Restarts the schedule: the next tick is at `deadline`.
+    pub fn reset_at(&mut self, deadline: Instant) {
+        self.sleep.reset(deadline);
     }
 
     /// The period.

@@ -1,15 +1,36 @@
 //! Async timers on the per-core bases, inside tokio runtimes (cargo feature `tokio`).
 //!
-//! [`sleep`], [`sleep_until`], [`timeout`], [`timeout_at`], [`interval`] and hyper's
-//! [`HyperTimer`] put their timers on a [`crate::Base`]: the base of the thread that first polls
-//! them. [`Timers`] makes the bases and runs each one inside a runtime.
+//! The names of `tokio::time` that programs use, with the same meaning: [`sleep`],
+//! [`sleep_until`], [`timeout`], [`timeout_at`], [`interval`], [`interval_at`], [`Instant`],
+//! [`Duration`], [`Sleep`], [`Timeout`], [`Interval`], [`MissedTickBehavior`] and
+//! [`error::Elapsed`] (which converts into an `io::Error` of kind `TimedOut`). With hyper's
+//! `HyperTimer` (feature `hyper`) they put their timers on a [`crate::Base`]: the base of the thread that first
+//! polls them. [`Timers`] makes the bases and runs each one inside a runtime.
+//!
+//! # Fast path and fallback
+//!
+//! - **Fast path**, a base per core or per worker: [`Timers`] with [`Timers::block_on`] (a
+//!   current-thread runtime per core), [`Timers::enter`] with [`Timers::driver`] spawned, or
+//!   [`Timers::on_thread_start`] with [`Timers::spawn_drivers`] (a multi-thread runtime). Filing,
+//!   resetting and dropping a sleep are calls on the thread's own base: no lock, one uncontended
+//!   atomic swap to take the base, and the fire wakes the task on its own thread (the turning
+//!   task runs there). This is what the project's benchmarks measure as tickwheel.
+//! - **Fallback**, nothing set up: a thread with no base of its own (`#[tokio::main]`,
+//!   `#[tokio::test]`, `Runtime::block_on`, `spawn_blocking`, a plain thread, a worker without the
+//!   hook) files its sleeps on one process-wide base (Exact mode, 1 ms tick), made at the first
+//!   such sleep and turned by a thread of its own, `tickwheel-time` (as pingora-timeout does).
+//!   Every thread takes the owner's path on it, so the costs over the fast path are that the
+//!   base's flag is contended between all threads using it (a thread that finds it taken yields
+//!   and is polled again, or takes the cross-core path), and that every fire is a wake from
+//!   the timer thread (a cross-thread wake into the runtime, as with tokio's own timer on a
+//!   multi-thread runtime). Nothing needs I/O enabled on the runtime.
 //!
 //! ```
 //! use std::time::Duration;
-//! use tickwheel_percpu::{Config, time::{self, Timers}};
+//! use tickwheel_percpu::time::{self, Timers};
 //!
 //! // Thread-per-core: one current-thread runtime per core, each with its own base.
-//! let timers = Timers::new(2, Config::default()).unwrap();
+//! let timers = Timers::new(2).unwrap();
 //! let threads: Vec<_> = (0..2).map(|core| {
 //!     let timers = timers.clone();
 //!     std::thread::spawn(move || {
@@ -22,6 +43,29 @@
 //! }).collect();
 //! for t in threads { t.join().unwrap(); }
 //! ```
+//!
+//! # Deviations from `tokio::time`
+//!
+//! Code written for `tokio::time` compiles and behaves the same after its `use` line names this
+//! module; what still differs:
+//! - [`timeout`] counts its limit from the first poll that finds the future pending, not from the
+//!   call (so it can only end later than tokio's); [`timeout_at`] is fixed at the call.
+//! - [`Instant`] is this module's own newtype (it reads the test clock), not
+//!   `tokio::time::Instant`: code that hands an `Instant` from tokio or another crate to these
+//!   functions converts it (`Instant::from_std(t.into_std())`); `std::time::Instant` converts
+//!   with `.into()`.
+//! - [`Sleep`] is `Unpin` and [`Sleep::reset`] takes `&mut self`: tokio code that pins a sleep and
+//!   calls `sleep.as_mut().reset(..)` compiles as is; a call spelled `Sleep::reset(pinned, ..)`
+//!   does not.
+//! - The test clock ([`pause`], [`advance`], [`resume`]) is process-wide, not per runtime, and
+//!   works on any runtime; it never advances by itself when the runtime is idle (tokio's
+//!   auto-advance, `start_paused`), so a test moves it with [`advance`]; a pause rounds the time
+//!   up to a whole millisecond. [`advance`] moves the clock at the call, not at the first poll.
+//! - With no per-core setup, timers run on the fallback base's thread (see above), not on the
+//!   runtime's own time driver: nothing needs `enable_time`, and a runtime's shutdown does not
+//!   stop them. No cooperative budget is charged ([`Timeout`] polls its future first, as tokio's).
+//! - A set made with [`Timers::with_config`] in `Mode::Coarse` completes up to ~12.5% of the
+//!   delay late (not tokio's timing; the default [`Timers::new`] and the fallback are Exact).
 //!
 //! # Model
 //!
@@ -73,24 +117,29 @@
 //!   register a new sleep, yields and is polled again.
 //! - The [`timeout`] limit counts from the first poll that finds the future pending, not from
 //!   the call (so it can only be later than tokio's); [`timeout_at`] fixes it at the call.
-//! - A sleep first polled on a thread with no driver panics (as tokio's do without a time
-//!   driver). A base that cannot take another timer panics too (see `Config::wheel_capacity`).
+//! - A base that cannot take another timer panics (see `Config::wheel_capacity`); so does the
+//!   first fallback sleep if the fallback base or its thread cannot be made.
 //! - A sleep whose base nothing can turn again (every [`Timers`] handle of its set and every
 //!   turning task dropped: the runtime and the set are gone) panics when polled, with a message
 //!   saying so, as tokio's sleeps do on a runtime that was shut down; a task waiting on one at
 //!   that moment is woken to panic, not left pending. A [`Sleep::reset`] of such a sleep lets go
 //!   of its cell, and its next poll files it on the polling thread's base. (Dropping the runtime
 //!   alone, with the `Timers` kept, is not a close: a new turning task may still be spawned.)
-//! - A sleep completes at the base's tick (1 ms by default), and in `Mode::Coarse` up to ~12.5%
-//!   of its delay late; `Mode::Exact` for short precise timers.
+//! - A sleep completes at the base's tick (1 ms by default): at most a tick late plus
+//!   scheduling, as tokio's, in `Mode::Exact` (the fallback, and [`Timers::new`]); a set made
+//!   with [`Timers::with_config`] in `Mode::Coarse` trades that for cheaper cancelled timeouts
+//!   and completes up to ~12.5% of the delay late.
 //! - A cross-core re-arm of a timer that already fired needs a remote schedule; when the base
 //!   refuses it (its reserve of free slots is empty, or the base is gone) the sleep lets go of
 //!   its cell and files itself afresh on the polling thread's base at the next poll.
 
 mod driver;
+#[cfg(feature = "hyper")]
 mod hyper;
+mod instant;
 mod interval;
 mod sleep;
+mod test_clock;
 mod timeout;
 
 use std::fmt;
@@ -99,13 +148,22 @@ use std::io;
 use std::marker::PhantomData;
 use std::task::Poll;
 
+#[cfg(feature = "hyper")]
 pub use self::hyper::HyperTimer;
+pub use instant::Instant;
 pub use interval::{Interval, MissedTickBehavior, interval, interval_at};
 pub use sleep::{Sleep, sleep, sleep_until};
-pub use timeout::{Elapsed, Timeout, timeout, timeout_at};
+pub use std::time::Duration;
+pub use test_clock::{advance, pause, resume};
+pub use timeout::{Timeout, timeout, timeout_at};
+
+/// The error of a [`Timeout`], as in `tokio::time::error`.
+pub mod error {
+    pub use super::timeout::Elapsed;
+}
 
 use crate::sync::{Arc, AtomicUsize, Ordering};
-use crate::{Config, bases};
+use crate::{Config, Mode};
 use driver::Driver;
 
 /// A set of bases for async code: one per core (thread-per-core), or one per worker of a
@@ -115,10 +173,9 @@ use driver::Driver;
 /// [`Timers::block_on`]. A multi-thread runtime:
 ///
 /// ```
-/// use std::time::Duration;
-/// use tickwheel_percpu::{Config, time::{self, Timers}};
+/// use tickwheel_percpu::time::{self, Duration, Timers};
 ///
-/// let timers = Timers::new(2, Config::default()).unwrap();
+/// let timers = Timers::new(2).unwrap();
 /// let rt = tokio::runtime::Builder::new_multi_thread()
 ///     .worker_threads(2)
 ///     .on_thread_start(timers.on_thread_start())
@@ -167,13 +224,32 @@ fn no_such_base(index: usize, len: usize) -> io::Error {
 }
 
 impl Timers {
-    /// Makes `n` bases (see [`crate::bases`] for `config` and the errors).
-    pub fn new(n: usize, config: Config) -> io::Result<Self> {
-        let (bases, _remote) = bases::<u64>(n, config)?;
-        let drivers: Vec<Arc<Driver>> = bases
-            .into_iter()
-            .map(|b| Arc::new(Driver::new(b)))
-            .collect();
+    /// Makes `n` bases with tokio's timing: [`Mode::Exact`] and a 1 ms tick, so a sleep
+    /// completes at most about 1 ms after its deadline plus scheduling, never before. Errors as
+    /// for [`crate::bases`].
+    ///
+    /// ```
+    /// use tickwheel_percpu::time::Timers;
+    /// let timers = Timers::new(2).unwrap();
+    /// assert_eq!(timers.len(), 2);
+    /// ```
+    pub fn new(n: usize) -> io::Result<Self> {
+        Self::with_config(n, Config::default().mode(Mode::Exact))
+    }
+
+    /// Makes `n` bases with `config` as given (see [`crate::bases`] for it and the errors). With
+    /// `Config::default()`, that is [`Mode::Coarse`]: no cascading, cheaper for timeouts that are
+    /// nearly always cancelled, but a sleep that runs out completes up to ~12.5% of its delay
+    /// late (an [`Interval`] with a period of a few ms then sees its ticks as missed).
+    ///
+    /// ```
+    /// use tickwheel_percpu::{Config, time::Timers};
+    /// let coarse = Timers::with_config(1, Config::default()).unwrap();
+    /// # drop(coarse);
+    /// ```
+    pub fn with_config(n: usize, config: Config) -> io::Result<Self> {
+        let (bases, _remote) = crate::bases_with::<u64>(n, config, true)?;
+        let drivers: Vec<Arc<Driver>> = bases.into_iter().map(Driver::new).collect();
         Ok(Self {
             set: Arc::new(Set {
                 drivers: drivers.into(),
@@ -197,8 +273,8 @@ impl Timers {
     /// base does not exist or another thread holds it at this moment.
     ///
     /// ```
-    /// use tickwheel_percpu::{Config, time::Timers};
-    /// let timers = Timers::new(1, Config::default()).unwrap();
+    /// use tickwheel_percpu::time::Timers;
+    /// let timers = Timers::new(1).unwrap();
     /// assert_eq!(timers.occupancy(0), Some((0, 0)));
     /// ```
     pub fn occupancy(&self, index: usize) -> Option<(usize, usize)> {
@@ -226,8 +302,8 @@ impl Timers {
     /// thread are filed on it.
     ///
     /// ```
-    /// use tickwheel_percpu::{Config, time::Timers};
-    /// let timers = Timers::new(1, Config::default()).unwrap();
+    /// use tickwheel_percpu::time::Timers;
+    /// let timers = Timers::new(1).unwrap();
     /// let _on_base_0 = timers.enter(0).unwrap();
     /// assert!(timers.enter(1).is_err());
     /// ```
@@ -252,6 +328,7 @@ impl Timers {
 
     /// Spawns the turning task of every base on the current runtime (for a multi-thread runtime;
     /// call from inside it). Panics outside a runtime, like `tokio::spawn`.
+    #[track_caller]
     pub fn spawn_drivers(&self) -> io::Result<Vec<tokio::task::JoinHandle<io::Result<()>>>> {
         (0..self.len())
             .map(|i| self.driver(i).map(tokio::spawn))
@@ -275,8 +352,8 @@ impl Timers {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use tickwheel_percpu::{Config, time::{self, Timers}};
-    /// let timers = Timers::new(1, Config::default()).unwrap();
+    /// use tickwheel_percpu::time::{self, Timers};
+    /// let timers = Timers::new(1).unwrap();
     /// let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
     /// let out = timers.block_on(0, &rt, async {
     ///     time::sleep(Duration::from_millis(1)).await;
@@ -284,6 +361,7 @@ impl Timers {
     /// });
     /// assert_eq!(out.unwrap(), 42);
     /// ```
+    #[track_caller]
     pub fn block_on<F: Future>(
         &self,
         index: usize,

@@ -3,20 +3,21 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::OnceLock;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use super::Instant;
 use super::driver::{self, Driver};
 use crate::Handle;
+use crate::clock::test_clock;
 use crate::protocol::cell::{self, Cell};
 use crate::sync::Arc;
 
-/// The instant deadlines are counted from (the first sleep made in the process). A std
-/// `OnceLock`, not the sync shim: it is a process-wide constant, not cross-core protocol state.
-fn epoch() -> Instant {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    *EPOCH.get_or_init(Instant::now)
+/// The instant deadlines are counted from: the test clock's epoch, set at its first use, so an
+/// instant before it is in the past when stored; a test clock resumed behind the kernel clock
+/// still reads after it.
+fn epoch() -> std::time::Instant {
+    test_clock::epoch().instant
 }
 
 /// Set in `Deadline` when the sleep completed at its first poll without being filed.
@@ -30,12 +31,12 @@ struct Deadline(u64);
 
 impl Deadline {
     fn new(at: Instant) -> Self {
-        let ns = at.saturating_duration_since(epoch()).as_nanos();
+        let ns = at.into_std().saturating_duration_since(epoch()).as_nanos();
         Self(u64::try_from(ns).unwrap_or(u64::MAX).min(DONE_UNFILED - 1))
     }
 
     fn instant(self) -> Instant {
-        epoch() + Duration::from_nanos(self.0 & !DONE_UNFILED)
+        Instant::from_std(epoch() + Duration::from_nanos(self.0 & !DONE_UNFILED))
     }
 
     fn done_unfiled(self) -> bool {
@@ -53,10 +54,9 @@ fn far_future(now: Instant) -> Instant {
 /// on the polling thread's base).
 ///
 /// ```
-/// use std::time::{Duration, Instant};
-/// use tickwheel_percpu::{Config, time::{self, Timers}};
+/// use tickwheel_percpu::time::{self, Duration, Instant, Timers};
 ///
-/// let timers = Timers::new(1, Config::default()).unwrap();
+/// let timers = Timers::new(1).unwrap();
 /// let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
 /// let start = Instant::now();
 /// timers.block_on(0, &rt, time::sleep(Duration::from_millis(5))).unwrap();
@@ -70,10 +70,9 @@ pub fn sleep(duration: Duration) -> Sleep {
 /// Waits until `deadline` (in the past: completes at the base's next turn).
 ///
 /// ```
-/// use std::time::{Duration, Instant};
-/// use tickwheel_percpu::{Config, time::{self, Timers}};
+/// use tickwheel_percpu::time::{self, Duration, Instant, Timers};
 ///
-/// let timers = Timers::new(1, Config::default()).unwrap();
+/// let timers = Timers::new(1).unwrap();
 /// let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
 /// let deadline = Instant::now() + Duration::from_millis(3);
 /// timers.block_on(0, &rt, time::sleep_until(deadline)).unwrap();
@@ -94,10 +93,9 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 /// `Unpin`: it can be reset and stored without `Box::pin`.
 ///
 /// ```
-/// use std::time::{Duration, Instant};
-/// use tickwheel_percpu::{Config, time::{self, Timers}};
+/// use tickwheel_percpu::time::{self, Duration, Instant, Timers};
 ///
-/// let timers = Timers::new(1, Config::default()).unwrap();
+/// let timers = Timers::new(1).unwrap();
 /// let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
 /// timers.block_on(0, &rt, async {
 ///     let mut idle = time::sleep(Duration::from_secs(60));
@@ -134,7 +132,7 @@ impl fmt::Debug for Sleep {
 /// handle stays valid; a later deadline sends the owner nothing). False if it is not pending
 /// (fired or firing).
 fn rearm_remote(driver: &Driver, h: Handle, deadline: Instant) -> bool {
-    driver.remote.reset_at(h, deadline)
+    driver.remote.reset_at(h, deadline.into_std())
 }
 
 impl Sleep {
@@ -165,7 +163,7 @@ impl Sleep {
         if driver::is_current(&reg.driver)
             && let Some(mut held) = reg.driver.hold()
         {
-            if held.base.reset_at(reg.handle, deadline) {
+            if held.base.reset_at(reg.handle, deadline.into_std()) {
                 return;
             }
             // Not pending: fired (and, since turns deliver while holding the base,
@@ -180,7 +178,11 @@ impl Sleep {
         // Fired or firing: a new arming; the old payload, if still on its way, is stale.
         let seq = reg.driver.cells.get(reg.cell).arm();
         let p = cell::payload(reg.cell, seq);
-        match reg.driver.remote.schedule_at(reg.driver.index, deadline, p) {
+        match reg
+            .driver
+            .remote
+            .schedule_at(reg.driver.index, deadline.into_std(), p)
+        {
             Ok(h) => reg.handle = h,
             Err(_) => {
                 // The base's reserve of slots is empty (or the base is gone): let go of the
@@ -200,12 +202,7 @@ impl Sleep {
     }
 
     fn register(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        let driver = driver::with_current(|d| d.cloned()).unwrap_or_else(|| {
-            panic!(
-                "no tickwheel time driver on this thread: use Timers::enter, Timers::block_on \
-                 or Timers::on_thread_start"
-            )
-        });
+        let driver = driver::with_current(Arc::clone);
         if driver.is_closed() {
             gone(driver.index);
         }
@@ -215,7 +212,7 @@ impl Sleep {
             return Poll::Pending;
         };
         let deadline = self.deadline.instant();
-        if deadline <= held.base.now() {
+        if deadline.into_std() <= held.base.now() {
             self.deadline.0 |= DONE_UNFILED;
             return Poll::Ready(());
         }
@@ -299,5 +296,3 @@ impl Drop for Sleep {
         self.unregister();
     }
 }
-
-impl hyper::rt::Sleep for Sleep {}

@@ -3,11 +3,12 @@
 use std::error::Error;
 use std::fmt;
 use std::future::{Future, IntoFuture};
+use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
 
 use super::sleep::{Sleep, sleep, sleep_until};
+use super::{Duration, Instant};
 
 /// Runs `future` with a time limit of `duration`.
 ///
@@ -16,10 +17,9 @@ use super::sleep::{Sleep, sleep, sleep_until};
 /// [`timeout_at`] for a limit fixed when the `Timeout` is made.
 ///
 /// ```
-/// use std::time::Duration;
-/// use tickwheel_percpu::{Config, time::{self, Timers}};
+/// use tickwheel_percpu::time::{self, Duration, Timers};
 ///
-/// let timers = Timers::new(1, Config::default()).unwrap();
+/// let timers = Timers::new(1).unwrap();
 /// let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
 /// timers.block_on(0, &rt, async {
 ///     assert_eq!(time::timeout(Duration::from_secs(1), async { 7 }).await, Ok(7));
@@ -38,10 +38,9 @@ pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoF
 /// Runs `future` until `deadline`.
 ///
 /// ```
-/// use std::time::{Duration, Instant};
-/// use tickwheel_percpu::{Config, time::{self, Timers}};
+/// use tickwheel_percpu::time::{self, Duration, Instant, Timers};
 ///
-/// let timers = Timers::new(1, Config::default()).unwrap();
+/// let timers = Timers::new(1).unwrap();
 /// let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
 /// let deadline = Instant::now() + Duration::from_millis(2);
 /// let out = timers.block_on(0, &rt, time::timeout_at(deadline, std::future::pending::<()>()));
@@ -86,6 +85,11 @@ impl<F> Timeout<F> {
         &self.future
     }
 
+    /// The inner future, mutably.
+    pub fn get_mut(&mut self) -> &mut F {
+        &mut self.future
+    }
+
     /// The inner future, consuming the `Timeout` (its timer, if filed, is cancelled).
     pub fn into_inner(self) -> F {
         self.future
@@ -117,7 +121,19 @@ impl<F: Future> Future for Timeout<F> {
     }
 }
 
-/// The time limit of a [`Timeout`] passed before its future completed.
+/// The time limit of a [`Timeout`] passed before its future completed. Converts into an
+/// `io::Error` of kind `TimedOut`, so `?` on a timeout works in a function returning
+/// `io::Result`.
+///
+/// ```
+/// use tickwheel_percpu::time::{self, Duration};
+///
+/// async fn read_within_a_second() -> std::io::Result<u32> {
+///     let value = time::timeout(Duration::from_secs(1), async { 7 }).await?;
+///     Ok(value)
+/// }
+/// # let _ = read_within_a_second();
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Elapsed(());
 
@@ -128,3 +144,9 @@ impl fmt::Display for Elapsed {
 }
 
 impl Error for Elapsed {}
+
+impl From<Elapsed> for io::Error {
+    fn from(_: Elapsed) -> io::Error {
+        io::ErrorKind::TimedOut.into()
+    }
+}
