@@ -176,13 +176,13 @@ impl<T> Buckets<T> {
         Some((index, generation))
     }
 
-    /// Takes the timer at `index` off its list and frees it; returns its value and the bucket it
-    /// was on.
+    /// Takes the timer at `index` off its list and frees it, if `generation` matches; returns
+    /// its value and the bucket it was on.
     #[inline]
-    pub(crate) fn remove(&mut self, index: u32) -> (T, Bucket) {
-        let (value, bucket, now_empty) = self.slab.remove(index);
+    pub(crate) fn remove(&mut self, index: u32, generation: u32) -> Option<(T, Bucket)> {
+        let (value, bucket, now_empty) = self.slab.remove(index, generation)?;
         self.unlinked(bucket, now_empty);
-        (value, bucket)
+        Some((value, bucket))
     }
 
     /// Moves the pending timer `index` to `bucket` with a new expiry.
@@ -445,12 +445,12 @@ mod tests {
     fn link_and_unlink_keep_the_bits() {
         let mut b = Buckets::new(2, 0, 0);
         let bucket = wheel_bucket(1, 7);
-        let (x, _) = b.insert(bucket, 10, 'x').unwrap();
+        let (x, gx) = b.insert(bucket, 10, 'x').unwrap();
         let (y, _) = b.insert(bucket, 11, 'y').unwrap();
         assert_eq!(b.first_occupied(|_| 0), Some((1, 7)));
         b.freeze(bucket);
         assert_eq!(b.first_frozen(), Some(bucket));
-        assert_eq!(b.remove(x), ('x', bucket));
+        assert_eq!(b.remove(x, gx), Some(('x', bucket)));
         assert!(b.is_frozen(bucket), "still occupied, still frozen");
         b.relink(y, wheel_bucket(0, 3), 12);
         assert!(!b.is_frozen(bucket), "emptied, so thawed");

@@ -22,7 +22,9 @@
 //! of dependent loads, one cache miss per timer once the slab outgrows the cache; walking the
 //! chains of a bucket in turn keeps `CHAINS` of those misses in flight at once, which is what
 //! makes firing and cascading a large bucket several times faster. The cost is `CHAINS` heads a
-//! bucket (16 bytes) and a look at all of them to tell whether a bucket is empty.
+//! bucket (16 bytes, one array per bucket, so a chain's head is found with one bounds check), and
+//! a look at all of them when an unlink or a pop empties a chain, to tell whether the bucket is
+//! now empty.
 //!
 //! Invariants:
 //! - an entry is occupied iff it is on exactly one bucket list, the one named by its `bucket`,
@@ -45,11 +47,17 @@ pub(crate) const NIL: u32 = u32::MAX;
 /// Lists per bucket; a power of two.
 const CHAINS: usize = 4;
 
-/// The chain of a bucket that entry `index` goes on, as an index into `heads`.
+/// The chain of its bucket that entry `index` goes on.
 #[inline]
-fn chain_of(bucket: Bucket, index: u32) -> usize {
-    bucket as usize * CHAINS + (index as usize & (CHAINS - 1))
+fn chain_of(index: u32) -> usize {
+    index as usize & (CHAINS - 1)
 }
+
+/// The heads of one bucket's chains.
+type Heads = [u32; CHAINS];
+
+/// The heads of an empty bucket.
+const EMPTY: Heads = [NIL; CHAINS];
 
 /// A bucket's lists after [`Slab::take_list`]: its entries, walked chain by chain in turn.
 #[derive(Debug)]
@@ -100,8 +108,8 @@ impl<T> Timer<T> {
 #[derive(Debug)]
 pub(crate) struct Slab<T> {
     entries: Vec<Entry<T>>,
-    /// `CHAINS` list heads per bucket.
-    heads: Vec<u32>,
+    /// The chain heads of each bucket.
+    heads: Vec<Heads>,
     free_head: u32,
     /// Rotates the chain that `pop_front` takes from next.
     cursor: usize,
@@ -114,7 +122,7 @@ impl<T> Slab<T> {
     pub(crate) fn new(buckets: usize, capacity: usize, generation_seed: u32) -> Self {
         Slab {
             entries: Vec::with_capacity(capacity),
-            heads: vec![NIL; buckets * CHAINS],
+            heads: vec![EMPTY; buckets],
             free_head: NIL,
             cursor: 0,
             len: 0,
@@ -129,10 +137,7 @@ impl<T> Slab<T> {
     /// True if no timer is on `bucket`.
     #[inline]
     pub(crate) fn is_empty(&self, bucket: Bucket) -> bool {
-        let first = bucket as usize * CHAINS;
-        self.heads[first..first + CHAINS]
-            .iter()
-            .all(|&head| head == NIL)
+        self.heads[bucket as usize] == EMPTY
     }
 
     /// The pending timer at `index` if `generation` matches.
@@ -179,7 +184,7 @@ impl<T> Slab<T> {
             generation: self.generation_seed,
             bucket_plus_one: plus_one(bucket),
         };
-        let index = if self.free_head != NIL {
+        let id @ (index, _) = if self.free_head != NIL {
             let index = self.free_head;
             let entry = &mut self.entries[index as usize];
             self.free_head = entry.next;
@@ -188,49 +193,50 @@ impl<T> Slab<T> {
             };
             timer.generation = generation;
             entry.slot = Slot::Occupied(timer);
-            index
+            (index, generation)
         } else {
             let index = u32::try_from(self.entries.len())
                 .ok()
                 .filter(|&i| i != NIL)?;
+            let generation = timer.generation;
             self.entries.push(Entry {
                 next: NIL,
                 prev: NIL,
                 slot: Slot::Occupied(timer),
             });
-            index
+            (index, generation)
         };
         self.len += 1;
         self.push_front(bucket, index);
-        Some((index, self.timer(index).generation))
+        Some(id)
     }
 
-    /// Takes the timer at `index` off its list and frees the entry. Returns the timer's value and
-    /// whether its list became empty.
+    /// Takes the timer at `index` off its list and frees the entry, if `generation` matches.
+    /// Returns the timer's value, its bucket and whether that list became empty.
     #[inline]
-    pub(crate) fn remove(&mut self, index: u32) -> (T, Bucket, bool) {
+    pub(crate) fn remove(&mut self, index: u32, generation: u32) -> Option<(T, Bucket, bool)> {
+        self.get(index, generation)?;
         let (bucket, now_empty) = self.unlink(index);
         let (_, value) = self.free_detached(index);
-        (value, bucket, now_empty)
+        Some((value, bucket, now_empty))
     }
 
     /// Frees a detached entry; returns the generation its id had, and its value.
     #[inline]
     pub(crate) fn free_detached(&mut self, index: u32) -> (u32, T) {
         let entry = &mut self.entries[index as usize];
+        // The generation is read before the slot is replaced: `Vacant` keeps the next one.
+        let Slot::Occupied(Timer { generation, .. }) = entry.slot else {
+            panic!("entry {index} is vacant");
+        };
         // Wrapping is deliberate: an id aliases a new timer only after exactly 2^32 reuses of
         // the same entry while the stale id is still held.
-        let next_generation = match &entry.slot {
-            Slot::Occupied(timer) => timer.generation.wrapping_add(1),
-            Slot::Vacant { .. } => panic!("entry {index} is vacant"),
-        };
         let vacant = Slot::Vacant {
-            generation: next_generation,
+            generation: generation.wrapping_add(1),
         };
         let Slot::Occupied(timer) = std::mem::replace(&mut entry.slot, vacant) else {
             unreachable!("checked above");
         };
-        let generation = timer.generation;
         entry.next = self.free_head;
         self.free_head = index;
         self.len -= 1;
@@ -243,15 +249,16 @@ impl<T> Slab<T> {
     /// ([`free_detached`](Self::free_detached)).
     #[inline]
     pub(crate) fn pop_front(&mut self, bucket: Bucket) -> Option<(u32, bool)> {
-        let first = bucket as usize * CHAINS;
+        let heads = &mut self.heads[bucket as usize];
         for _ in 0..CHAINS {
             self.cursor = self.cursor.wrapping_add(1);
-            let chain = first + (self.cursor & (CHAINS - 1));
-            let head = self.heads[chain];
+            let chain = self.cursor & (CHAINS - 1);
+            let head = heads[chain];
             if head != NIL {
                 // The new head's `prev` stays stale: heads are known by `heads`, not by `prev`.
-                self.heads[chain] = self.entries[head as usize].next;
-                return Some((head, self.is_empty(bucket)));
+                let next = self.entries[head as usize].next;
+                heads[chain] = next;
+                return Some((head, next == NIL && *heads == EMPTY));
             }
         }
         None
@@ -273,10 +280,7 @@ impl<T> Slab<T> {
     /// `bucket` fields are stale until each is relinked or removed. Walk them with
     /// [`pop_detached`](Self::pop_detached).
     pub(crate) fn take_list(&mut self, bucket: Bucket) -> Detached {
-        let first = bucket as usize * CHAINS;
-        let mut chains = [NIL; CHAINS];
-        chains.copy_from_slice(&self.heads[first..first + CHAINS]);
-        self.heads[first..first + CHAINS].fill(NIL);
+        let chains = std::mem::replace(&mut self.heads[bucket as usize], EMPTY);
         Detached { chains, turn: 0 }
     }
 
@@ -299,7 +303,7 @@ impl<T> Slab<T> {
     pub(crate) fn members(&self, bucket: Bucket) -> Vec<u32> {
         let mut out = Vec::new();
         for chain in 0..CHAINS {
-            let mut index = self.heads[bucket as usize * CHAINS + chain];
+            let mut index = self.heads[bucket as usize][chain];
             let mut prev = NIL;
             while index != NIL {
                 out.push(index);
@@ -325,7 +329,7 @@ impl<T> Slab<T> {
 
     /// Drops every timer and forgets every entry; generations are bumped so old ids stay stale.
     pub(crate) fn clear(&mut self) {
-        self.heads.fill(NIL);
+        self.heads.fill(EMPTY);
         self.free_head = NIL;
         for index in (0..self.entries.len()).rev() {
             let entry = &mut self.entries[index];
@@ -343,8 +347,8 @@ impl<T> Slab<T> {
     /// Links `index` at the front of its chain of `bucket`.
     #[inline]
     fn push_front(&mut self, bucket: Bucket, index: u32) {
-        let chain = chain_of(bucket, index);
-        let head = self.heads[chain];
+        let chain = &mut self.heads[bucket as usize][chain_of(index)];
+        let head = *chain;
         let entry = &mut self.entries[index as usize];
         entry.next = head;
         entry.prev = NIL;
@@ -352,16 +356,25 @@ impl<T> Slab<T> {
             // A blind write: `prev` is outside the slot, so the old head is not read.
             self.entries[head as usize].prev = index;
         }
-        self.heads[chain] = index;
+        *chain = index;
     }
 
+    /// Takes the occupied entry `index` off its chain; returns its bucket and whether the bucket
+    /// became empty (only possible when the entry was its chain's head and last entry).
+    #[inline(always)]
     fn unlink(&mut self, index: u32) -> (Bucket, bool) {
         let entry = &self.entries[index as usize];
         let (next, prev) = (entry.next, entry.prev);
-        let bucket = self.timer(index).bucket();
-        let chain = chain_of(bucket, index);
-        if self.heads[chain] == index {
-            self.heads[chain] = next;
+        let Slot::Occupied(timer) = &entry.slot else {
+            panic!("entry {index} is vacant");
+        };
+        let bucket = timer.bucket();
+        let heads = &mut self.heads[bucket as usize];
+        let chain = &mut heads[chain_of(index)];
+        let mut now_empty = false;
+        if *chain == index {
+            *chain = next;
+            now_empty = next == NIL && *heads == EMPTY;
         } else {
             debug_assert_ne!(prev, NIL, "a middle entry has a previous one");
             self.entries[prev as usize].next = next;
@@ -370,10 +383,11 @@ impl<T> Slab<T> {
             // Blind, like the write above; stale if `next` just became the head, as allowed.
             self.entries[next as usize].prev = prev;
         }
-        (bucket, self.is_empty(bucket))
+        (bucket, now_empty)
     }
 }
 
+#[inline]
 fn plus_one(bucket: Bucket) -> NonZeroU32 {
     NonZeroU32::new(bucket + 1).expect("bucket index below u32::MAX")
 }
@@ -397,12 +411,18 @@ mod tests {
         let (f, _) = slab.insert(0, 3, 'f').unwrap();
         assert_eq!(ga, 7);
         assert_eq!(slab.members(0), [f, a, b, c, e]);
-        assert_eq!(slab.remove(b), ('b', 0, false));
-        assert_eq!(slab.remove(f), ('f', 0, false));
-        assert_eq!(slab.remove(e), ('e', 0, false));
+        assert_eq!(
+            slab.remove(b, 6),
+            None,
+            "a wrong generation removes nothing"
+        );
+        assert_eq!(slab.remove(b, 7), Some(('b', 0, false)));
+        assert_eq!(slab.remove(b, 7), None, "stale once removed");
+        assert_eq!(slab.remove(f, 7), Some(('f', 0, false)));
+        assert_eq!(slab.remove(e, 7), Some(('e', 0, false)));
         assert_eq!(slab.members(0), [a, c]);
         assert_eq!(slab.relink(a, 1, 9), (0, false));
-        assert_eq!(slab.remove(c), ('c', 0, true));
+        assert_eq!(slab.remove(c, 7), Some(('c', 0, true)));
         assert_eq!(slab.len(), 1);
         // The freed entries are reused, newest first, with a bumped generation.
         let (d, gd) = slab.insert(1, 4, 'd').unwrap();

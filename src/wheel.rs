@@ -188,8 +188,7 @@ impl<T> Wheel<T> {
     /// ```
     #[inline]
     pub fn cancel(&mut self, id: TimerId) -> Option<T> {
-        self.buckets.get(id.index, id.generation)?;
-        let (value, _) = self.buckets.remove(id.index);
+        let (value, _) = self.buckets.remove(id.index, id.generation)?;
         self.stats.cancelled += 1;
         Some(value)
     }
@@ -485,7 +484,7 @@ impl<T> Wheel<T> {
     }
 
     /// `place`, and in Coarse mode, thaws a frozen bucket the timer would collide with.
-    #[inline]
+    #[inline(always)]
     fn locate(&mut self, deadline: u64) -> (Bucket, u64) {
         let (bucket, expiry) = self.place(deadline);
         if self.buckets.is_frozen(bucket) {
