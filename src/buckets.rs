@@ -50,6 +50,18 @@ pub(crate) fn level_and_slot(bucket: Bucket) -> (usize, usize) {
     )
 }
 
+/// The `due` list of a wheel with `levels` levels.
+#[inline]
+pub(crate) fn due_bucket(levels: usize) -> Bucket {
+    (levels * SLOTS) as Bucket
+}
+
+/// The `overflow` list of a wheel with `levels` levels.
+#[inline]
+pub(crate) fn overflow_bucket(levels: usize) -> Bucket {
+    due_bucket(levels) + 1
+}
+
 /// True for a bucket of one of `levels` levels (not `due` or `overflow`).
 #[inline]
 pub(crate) fn is_wheel_bucket(bucket: Bucket, levels: usize) -> bool {
@@ -111,13 +123,13 @@ impl<T> Buckets<T> {
     /// The list of timers whose expiry has been reached.
     #[inline]
     pub(crate) fn due(&self) -> Bucket {
-        (self.levels * SLOTS) as Bucket
+        due_bucket(self.levels)
     }
 
     /// The list of timers beyond the top level.
     #[inline]
     pub(crate) fn overflow(&self) -> Bucket {
-        (self.levels * SLOTS + 1) as Bucket
+        overflow_bucket(self.levels)
     }
 
     /// True for a bucket of one of the levels (not `due` or `overflow`).
