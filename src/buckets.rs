@@ -312,9 +312,15 @@ impl<T> Buckets<T> {
         if self.is_empty(bucket) {
             return None;
         }
+        Some(self.take_front_occupied(bucket))
+    }
+
+    /// [`take_front`](Self::take_front) of a bucket the caller knows is occupied (a frozen one).
+    #[inline]
+    pub(crate) fn take_front_occupied(&mut self, bucket: Bucket) -> u32 {
         let (index, now_empty) = self.slab.pop_front(bucket).expect("occupied bucket");
         self.unlinked(bucket, now_empty);
-        Some(index)
+        index
     }
 
     /// Frees a detached timer; returns the generation its id had, and its value.

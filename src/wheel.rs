@@ -314,7 +314,7 @@ impl<T> Wheel<T> {
                 return Some(self.fire(due));
             }
             if let Some(bucket) = self.buckets.first_frozen() {
-                let index = self.buckets.take_front(bucket).expect("frozen is occupied");
+                let index = self.buckets.take_front_occupied(bucket);
                 if self.buckets.timer(index).expiry > self.clock {
                     // Re-armed to a later deadline after it was placed.
                     self.place_again(index);
@@ -508,14 +508,16 @@ impl<T> Wheel<T> {
     /// Hands out a timer detached from a due list.
     #[inline]
     fn fire(&mut self, index: u32) -> (TimerId, T) {
-        let expiry = self.buckets.timer(index).expiry;
-        debug_assert!(
-            expiry <= self.clock,
-            "never early: expiry {expiry} at clock {}",
-            self.clock
-        );
+        // The checks read the entry only in debug builds: in release the entry's first read is
+        // the one that frees it.
         #[cfg(debug_assertions)]
         {
+            let expiry = self.buckets.timer(index).expiry;
+            debug_assert!(
+                expiry <= self.clock,
+                "never early: expiry {expiry} at clock {}",
+                self.clock
+            );
             if self.mode == Mode::Exact {
                 let last = self.last_fired;
                 debug_assert!(expiry >= last, "Exact order: {expiry} after {last}");
