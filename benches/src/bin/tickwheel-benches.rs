@@ -302,7 +302,7 @@ fn die(msg: &str) -> ! {
 fn runs_at_ten_million(w: Workload) -> bool {
     matches!(
         w,
-        Workload::Insert | Workload::Reset | Workload::Refresh | Workload::Fire
+        Workload::Insert | Workload::Cancel | Workload::Reset | Workload::Refresh | Workload::Fire
     )
 }
 
@@ -428,6 +428,12 @@ fn write_outputs(plan: &Plan, rows: &[Row]) -> Result<(), String> {
             &format!("### {} — {}", w.name(), w.unit()),
         ));
         md.push('\n');
+        md.push_str(&report::text_plot(
+            rows,
+            w.name(),
+            &format!("{}: {} against live timers", w.name(), w.unit()),
+        ));
+        md.push('\n');
         let svg = plan.out.join(format!("{}.svg", w.name()));
         if let Err(e) =
             report::svg_chart(rows, w.name(), &format!("{}: {}", w.name(), w.unit()), &svg)
@@ -449,6 +455,7 @@ fn write_outputs(plan: &Plan, rows: &[Row]) -> Result<(), String> {
     md.push('\n');
     md.push_str(&percore_tables(rows));
     md.push_str(&targets(rows));
+    md.push_str(&wheel_targets(rows));
     println!("{md}");
     let write = |name: &str, text: &str| {
         let p = plan.out.join(name);
@@ -458,6 +465,70 @@ fn write_outputs(plan: &Plan, rows: &[Row]) -> Result<(), String> {
     write("tables.md", &md)?;
     eprintln!("wrote {}", plan.out.display());
     Ok(())
+}
+
+/// The core wheel's ratios at 10^6 and at 10^7, and how far each moved between the two sizes
+/// (a ratio that holds at 10^6 should hold within 20% at 10^7). `best` is the faster mode.
+fn wheel_targets(rows: &[Row]) -> String {
+    const EXACT: &str = "tickwheel-exact";
+    const COARSE: &str = "tickwheel-coarse";
+    const BEST: &str = "best";
+    let time = |section: &str, series: &str, n: u64| match series {
+        BEST => {
+            let e = report::lookup(rows, section, EXACT, n);
+            let c = report::lookup(rows, section, COARSE, n);
+            e.zip(c).map(|(e, c)| e.min(c)).or(e).or(c)
+        }
+        _ => report::lookup(rows, section, series, n),
+    };
+    let ratio = |section: &str, slow: &str, fast: &str, n: u64| {
+        Some(time(section, slow, n)? / time(section, fast, n)?)
+    };
+    // (section, numerator, denominator, goal: at least `Some((g, true))`, at most `false`).
+    let checks = [
+        ("fire", "btreemap", COARSE, Some((1.5, true))),
+        ("fire", "btreemap", EXACT, Some((1.0, true))),
+        ("reset", COARSE, EXACT, Some((1.2, false))),
+        ("refresh", COARSE, EXACT, Some((1.2, false))),
+        ("refresh", "lazy-heap", BEST, Some((3.0, true))),
+        ("reset", "lazy-heap", BEST, Some((1.5, true))),
+        ("insert", "lazy-heap", BEST, None),
+        ("cancel", "lazy-heap", BEST, None),
+    ];
+    let (m, t) = (1_000_000, 10_000_000);
+    let mut out = String::from(
+        "### the core wheel at 10^6 and 10^7 (ratio = first time / second time)\n\n\
+         | ratio | goal | 10^6 | 10^7 | 10^7 / 10^6 | met |\n|---|---|---:|---:|---:|---|\n",
+    );
+    let mut any = false;
+    for (section, slow, fast, goal) in checks {
+        let (at_m, at_t) = (ratio(section, slow, fast, m), ratio(section, slow, fast, t));
+        if at_m.is_none() && at_t.is_none() {
+            continue;
+        }
+        any = true;
+        let cell = |r: Option<f64>| r.map_or("–".to_owned(), |r| format!("{r:.2}x"));
+        let moved = at_m.zip(at_t).map(|(a, b)| b / a);
+        let meets =
+            |r: f64| goal.is_none_or(|(g, at_least)| if at_least { r >= g } else { r <= g });
+        let met = at_m.is_some_and(meets)
+            && at_t.is_none_or(meets)
+            && moved.is_none_or(|x| (0.8..=1.2).contains(&x));
+        let goal = goal.map_or("–".to_owned(), |(g, at_least)| {
+            format!("{}{g}x", if at_least { "≥" } else { "≤" })
+        });
+        let _ = std::fmt::Write::write_fmt(
+            &mut out,
+            format_args!(
+                "| {section}: {slow} / {fast} | {goal} | {} | {} | {} | {} |\n",
+                cell(at_m),
+                cell(at_t),
+                moved.map_or("–".to_owned(), |x| format!("{x:.2}")),
+                if met { "yes" } else { "NO" }
+            ),
+        );
+    }
+    if any { out + "\n" } else { String::new() }
 }
 
 /// The target ratios at the largest size measured up to 10^6.
