@@ -514,6 +514,12 @@ fn wheel_targets(rows: &[Row]) -> String {
         let met = at_m.is_some_and(meets)
             && at_t.is_none_or(meets)
             && moved.is_none_or(|x| (0.8..=1.2).contains(&x));
+        // With no goal, only the move between the sizes is judged.
+        let met = match (goal.is_some() || moved.is_some(), met) {
+            (false, _) => "–",
+            (true, true) => "yes",
+            (true, false) => "NO",
+        };
         let goal = goal.map_or("–".to_owned(), |(g, at_least)| {
             format!("{}{g}x", if at_least { "≥" } else { "≤" })
         });
@@ -524,7 +530,7 @@ fn wheel_targets(rows: &[Row]) -> String {
                 cell(at_m),
                 cell(at_t),
                 moved.map_or("–".to_owned(), |x| format!("{x:.2}")),
-                if met { "yes" } else { "NO" }
+                met
             ),
         );
     }
