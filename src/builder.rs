@@ -46,7 +46,7 @@ impl Builder {
     }
 
     /// Bounds the wheel to `capacity` pending timers (and reserves room for them); an insert
-    /// beyond it fails with [`Full`](crate::Full). At most `u32::MAX - 1`.
+    /// beyond it fails with [`Full`](crate::Full). At most `2^32 - 2048`.
     pub fn capacity(mut self, capacity: usize) -> Self {
         self.capacity = Some(capacity);
         self
@@ -91,8 +91,8 @@ impl Builder {
     }
 }
 
-/// Timers are indexed by `u32`, and `u32::MAX` marks the end of a list.
-const MAX_CAPACITY: usize = u32::MAX as usize - 1;
+/// Timers are indexed by `u32` (`u32::MAX` marks the end of a list), in chunks of 2048.
+const MAX_CAPACITY: usize = crate::slab::MAX_ENTRIES;
 
 /// Why [`Builder::build`] refused a geometry.
 ///

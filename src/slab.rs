@@ -7,6 +7,11 @@
 //! `next` as the free-list link, so freed memory is reused by the very next insert: there are no
 //! tombstones, and a reset-heavy load never grows the slab.
 //!
+//! Entries are 32-byte aligned, so a 32-byte entry sits in one cache line: each access to it is
+//! one miss, not two. They live in chunks of 2048 that never move: growing adds a chunk (its
+//! entries go on the free list in index order) and copies nothing, where a `Vec` of 32-aligned
+//! entries would copy them all on each doubling.
+//!
 //! The links are outside the enum so that an unlink writes the neighbours' links blind. Were
 //! they inside, safe Rust would have to read each neighbour's tag first, a second cache miss
 //! that the cancel waits for; as it is, a cancel waits for its own entry only, and the two
@@ -35,7 +40,10 @@
 //! - a bucket's bit is set in `occupied` (per level) iff its list is non-empty (`buckets.rs` keeps
 //!   the bitmaps, this file reports when a list becomes empty or non-empty).
 //!
-//! Given up: indices are `u32`, so one wheel holds at most `u32::MAX - 1` timers.
+//! Given up: indices are `u32`, so one wheel holds at most `2^32 - 2048` timers. A payload that
+//! makes an entry larger than 32 bytes rounds it up to a multiple of 32 (with a 16-byte payload,
+//! 64 bytes instead of 40). A wheel's memory grows a chunk (64 KiB with a `u64` payload) at a
+//! time.
 
 use std::num::NonZeroU32;
 
@@ -66,8 +74,11 @@ pub(crate) struct Detached {
     turn: usize,
 }
 
-/// One slab entry.
+/// One slab entry, aligned to 32 bytes: a 32-byte entry then never straddles two cache lines
+/// (at 8-byte alignment, in a buffer the allocator hands out 16 bytes past a line, every other
+/// entry would, and an access to it would cost two misses).
 #[derive(Debug)]
+#[repr(align(32))]
 struct Entry<T> {
     /// Next entry on the bucket chain (occupied) or on the free list (vacant).
     next: u32,
@@ -107,7 +118,7 @@ impl<T> Timer<T> {
 /// Entries, the free list and the heads of all bucket lists.
 #[derive(Debug)]
 pub(crate) struct Slab<T> {
-    entries: Vec<Entry<T>>,
+    entries: Chunks<T>,
     /// The chain heads of each bucket.
     heads: Vec<Heads>,
     free_head: u32,
@@ -121,7 +132,7 @@ pub(crate) struct Slab<T> {
 impl<T> Slab<T> {
     pub(crate) fn new(buckets: usize, capacity: usize, generation_seed: u32) -> Self {
         Slab {
-            entries: Vec::with_capacity(capacity),
+            entries: Chunks::with_capacity(capacity),
             heads: vec![EMPTY; buckets],
             free_head: NIL,
             cursor: 0,
@@ -143,7 +154,7 @@ impl<T> Slab<T> {
     /// The pending timer at `index` if `generation` matches.
     #[inline]
     pub(crate) fn get(&self, index: u32, generation: u32) -> Option<&Timer<T>> {
-        match &self.entries.get(index as usize)?.slot {
+        match &self.entries.get(index)?.slot {
             Slot::Occupied(timer) if timer.generation == generation => Some(timer),
             _ => None,
         }
@@ -151,7 +162,7 @@ impl<T> Slab<T> {
 
     #[inline]
     pub(crate) fn get_mut(&mut self, index: u32, generation: u32) -> Option<&mut Timer<T>> {
-        match &mut self.entries.get_mut(index as usize)?.slot {
+        match &mut self.entries.get_mut(index)?.slot {
             Slot::Occupied(timer) if timer.generation == generation => Some(timer),
             _ => None,
         }
@@ -160,7 +171,7 @@ impl<T> Slab<T> {
     /// The pending timer at `index`, which the caller knows is occupied.
     #[inline]
     pub(crate) fn timer(&self, index: u32) -> &Timer<T> {
-        match &self.entries[index as usize].slot {
+        match &self.entries[index].slot {
             Slot::Occupied(timer) => timer,
             Slot::Vacant { .. } => panic!("entry {index} is vacant"),
         }
@@ -168,7 +179,7 @@ impl<T> Slab<T> {
 
     #[inline]
     pub(crate) fn timer_mut(&mut self, index: u32) -> &mut Timer<T> {
-        match &mut self.entries[index as usize].slot {
+        match &mut self.entries[index].slot {
             Slot::Occupied(timer) => timer,
             Slot::Vacant { .. } => panic!("entry {index} is vacant"),
         }
@@ -184,28 +195,18 @@ impl<T> Slab<T> {
             generation: self.generation_seed,
             bucket_plus_one: plus_one(bucket),
         };
-        let id @ (index, _) = if self.free_head != NIL {
-            let index = self.free_head;
-            let entry = &mut self.entries[index as usize];
-            self.free_head = entry.next;
-            let Slot::Vacant { generation } = entry.slot else {
-                unreachable!("entry {index} on the free list is occupied");
-            };
-            timer.generation = generation;
-            entry.slot = Slot::Occupied(timer);
-            (index, generation)
-        } else {
-            let index = u32::try_from(self.entries.len())
-                .ok()
-                .filter(|&i| i != NIL)?;
-            let generation = timer.generation;
-            self.entries.push(Entry {
-                next: NIL,
-                prev: NIL,
-                slot: Slot::Occupied(timer),
-            });
-            (index, generation)
+        if self.free_head == NIL {
+            self.free_head = self.entries.grow(self.generation_seed)?;
+        }
+        let index = self.free_head;
+        let entry = &mut self.entries[index];
+        self.free_head = entry.next;
+        let Slot::Vacant { generation } = entry.slot else {
+            unreachable!("entry {index} on the free list is occupied");
         };
+        timer.generation = generation;
+        entry.slot = Slot::Occupied(timer);
+        let id = (index, generation);
         self.len += 1;
         self.push_front(bucket, index);
         Some(id)
@@ -224,7 +225,7 @@ impl<T> Slab<T> {
     /// Frees a detached entry; returns the generation its id had, and its value.
     #[inline]
     pub(crate) fn free_detached(&mut self, index: u32) -> (u32, T) {
-        let entry = &mut self.entries[index as usize];
+        let entry = &mut self.entries[index];
         // The generation is read before the slot is replaced: `Vacant` keeps the next one.
         let Slot::Occupied(Timer { generation, .. }) = entry.slot else {
             panic!("entry {index} is vacant");
@@ -256,7 +257,7 @@ impl<T> Slab<T> {
             let head = heads[chain];
             if head != NIL {
                 // The new head's `prev` stays stale: heads are known by `heads`, not by `prev`.
-                let next = self.entries[head as usize].next;
+                let next = self.entries[head].next;
                 heads[chain] = next;
                 return Some((head, next == NIL && *heads == EMPTY));
             }
@@ -292,7 +293,7 @@ impl<T> Slab<T> {
             detached.turn = (detached.turn + 1) & (CHAINS - 1);
             let index = detached.chains[detached.turn];
             if index != NIL {
-                detached.chains[detached.turn] = self.entries[index as usize].next;
+                detached.chains[detached.turn] = self.entries[index].next;
                 return Some(index);
             }
         }
@@ -308,11 +309,11 @@ impl<T> Slab<T> {
             while index != NIL {
                 out.push(index);
                 if prev != NIL {
-                    let link = self.entries[index as usize].prev;
+                    let link = self.entries[index].prev;
                     assert_eq!(link, prev, "prev link of entry {index}");
                 }
                 prev = index;
-                index = self.entries[index as usize].next;
+                index = self.entries[index].next;
             }
         }
         out
@@ -339,7 +340,7 @@ impl<T> Slab<T> {
                 };
             }
             entry.next = self.free_head;
-            self.free_head = index as u32;
+            self.free_head = index;
         }
         self.len = 0;
     }
@@ -349,12 +350,12 @@ impl<T> Slab<T> {
     fn push_front(&mut self, bucket: Bucket, index: u32) {
         let chain = &mut self.heads[bucket as usize][chain_of(index)];
         let head = *chain;
-        let entry = &mut self.entries[index as usize];
+        let entry = &mut self.entries[index];
         entry.next = head;
         entry.prev = NIL;
         if head != NIL {
             // A blind write: `prev` is outside the slot, so the old head is not read.
-            self.entries[head as usize].prev = index;
+            self.entries[head].prev = index;
         }
         *chain = index;
     }
@@ -363,7 +364,7 @@ impl<T> Slab<T> {
     /// became empty (only possible when the entry was its chain's head and last entry).
     #[inline(always)]
     fn unlink(&mut self, index: u32) -> (Bucket, bool) {
-        let entry = &self.entries[index as usize];
+        let entry = &self.entries[index];
         let (next, prev) = (entry.next, entry.prev);
         let Slot::Occupied(timer) = &entry.slot else {
             panic!("entry {index} is vacant");
@@ -377,11 +378,11 @@ impl<T> Slab<T> {
             now_empty = next == NIL && *heads == EMPTY;
         } else {
             debug_assert_ne!(prev, NIL, "a middle entry has a previous one");
-            self.entries[prev as usize].next = next;
+            self.entries[prev].next = next;
         }
         if next != NIL {
             // Blind, like the write above; stale if `next` just became the head, as allowed.
-            self.entries[next as usize].prev = prev;
+            self.entries[next].prev = prev;
         }
         (bucket, now_empty)
     }
@@ -392,6 +393,93 @@ fn plus_one(bucket: Bucket) -> NonZeroU32 {
     NonZeroU32::new(bucket + 1).expect("bucket index below u32::MAX")
 }
 
+/// log2 of the entries in one chunk of [`Chunks`].
+const CHUNK_BITS: u32 = 11;
+/// Entries in one chunk: 2048, 64 KiB for a `u64` payload.
+const CHUNK: usize = 1 << CHUNK_BITS;
+/// Most chunks a slab has: the last index of one more would be `NIL`.
+const MAX_CHUNKS: usize = (u32::MAX >> CHUNK_BITS) as usize;
+/// Most entries a slab has, `2^32 - 2048`: every index stays below `NIL`.
+pub(crate) const MAX_ENTRIES: usize = MAX_CHUNKS << CHUNK_BITS;
+
+/// The entries, in fixed chunks that never move. Growing allocates one more chunk and copies
+/// nothing: a `Vec` of 32-aligned entries would copy every entry on each doubling, as the
+/// allocator grows only 16-aligned blocks in place. A chunk is an array, so the index within it
+/// needs no bounds check; the price against one `Vec` is one load from a table of one pointer
+/// per 2048 entries, which stays in cache.
+#[derive(Debug)]
+struct Chunks<T> {
+    chunks: Vec<Box<[Entry<T>; CHUNK]>>,
+}
+
+impl<T> Chunks<T> {
+    fn with_capacity(capacity: usize) -> Self {
+        Chunks {
+            chunks: Vec::with_capacity(capacity.div_ceil(CHUNK)),
+        }
+    }
+
+    /// Entries created, all of them vacant or occupied.
+    fn len(&self) -> u32 {
+        // At most `MAX_CHUNKS` chunks (see `grow`), so this fits.
+        (self.chunks.len() << CHUNK_BITS) as u32
+    }
+
+    #[inline]
+    fn get(&self, index: u32) -> Option<&Entry<T>> {
+        let chunk = self.chunks.get((index >> CHUNK_BITS) as usize)?;
+        Some(&chunk[index as usize & (CHUNK - 1)])
+    }
+
+    #[inline]
+    fn get_mut(&mut self, index: u32) -> Option<&mut Entry<T>> {
+        let chunk = self.chunks.get_mut((index >> CHUNK_BITS) as usize)?;
+        Some(&mut chunk[index as usize & (CHUNK - 1)])
+    }
+
+    /// Adds a chunk of vacant entries with `generation`, linked in index order into a free list
+    /// that ends in `NIL`; returns its first index. `None` once a chunk would reach index `NIL`.
+    #[cold]
+    fn grow(&mut self, generation: u32) -> Option<u32> {
+        let first = self.len();
+        if self.chunks.len() >= MAX_CHUNKS {
+            return None;
+        }
+        let entries: Vec<Entry<T>> = (0..CHUNK as u32)
+            .map(|k| Entry {
+                next: if k + 1 < CHUNK as u32 {
+                    first + k + 1
+                } else {
+                    NIL
+                },
+                prev: NIL,
+                slot: Slot::Vacant { generation },
+            })
+            .collect();
+        let Ok(chunk) = entries.into_boxed_slice().try_into() else {
+            unreachable!("a chunk has CHUNK entries");
+        };
+        self.chunks.push(chunk);
+        Some(first)
+    }
+}
+
+impl<T> std::ops::Index<u32> for Chunks<T> {
+    type Output = Entry<T>;
+
+    #[inline]
+    fn index(&self, index: u32) -> &Entry<T> {
+        &self.chunks[(index >> CHUNK_BITS) as usize][index as usize & (CHUNK - 1)]
+    }
+}
+
+impl<T> std::ops::IndexMut<u32> for Chunks<T> {
+    #[inline]
+    fn index_mut(&mut self, index: u32) -> &mut Entry<T> {
+        &mut self.chunks[(index >> CHUNK_BITS) as usize][index as usize & (CHUNK - 1)]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -399,6 +487,32 @@ mod tests {
     #[test]
     fn entry_is_32_bytes_for_a_u64_payload() {
         assert_eq!(std::mem::size_of::<Entry<u64>>(), 32);
+        assert_eq!(
+            std::mem::align_of::<Entry<u64>>(),
+            32,
+            "one entry, one cache line"
+        );
+    }
+
+    #[test]
+    fn chunks_grow_without_moving_and_stop_below_nil() {
+        let mut slab = Slab::new(1, 0, 5);
+        let (first, _) = slab.insert(0, 1, 0u64).unwrap();
+        let at = std::ptr::from_ref(&slab.entries[first]);
+        for i in 1..=CHUNK as u64 {
+            slab.insert(0, 1, i).unwrap();
+        }
+        assert_eq!(slab.entries.len(), 2 * CHUNK as u32, "a second chunk");
+        assert_eq!(
+            std::ptr::from_ref(&slab.entries[first]),
+            at,
+            "the first did not move"
+        );
+        assert_eq!(MAX_ENTRIES, (1 << 32) - CHUNK);
+        assert!(
+            (MAX_ENTRIES as u64) <= u64::from(NIL),
+            "every index is below NIL"
+        );
     }
 
     #[test]
