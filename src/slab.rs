@@ -216,10 +216,26 @@ impl<T> Slab<T> {
     /// Returns the timer's value, its bucket and whether that list became empty.
     #[inline]
     pub(crate) fn remove(&mut self, index: u32, generation: u32) -> Option<(T, Bucket, bool)> {
-        self.get(index, generation)?;
-        let (bucket, now_empty) = self.unlink(index);
-        let (_, value) = self.free_detached(index);
-        Some((value, bucket, now_empty))
+        // The entry is looked up once: read, freed, then the neighbours are written.
+        let free_head = self.free_head;
+        let entry = self.entries.get_mut(index)?;
+        match &entry.slot {
+            Slot::Occupied(timer) if timer.generation == generation => {}
+            _ => return None,
+        }
+        let (next, prev) = (entry.next, entry.prev);
+        let vacant = Slot::Vacant {
+            generation: generation.wrapping_add(1),
+        };
+        let Slot::Occupied(timer) = std::mem::replace(&mut entry.slot, vacant) else {
+            unreachable!("checked above");
+        };
+        entry.next = free_head;
+        self.free_head = index;
+        self.len -= 1;
+        let bucket = timer.bucket();
+        let now_empty = self.unlink_links(index, bucket, next, prev);
+        Some((timer.value, bucket, now_empty))
     }
 
     /// Frees a detached entry; returns the generation its id had, and its value.
@@ -361,7 +377,7 @@ impl<T> Slab<T> {
     }
 
     /// Takes the occupied entry `index` off its chain; returns its bucket and whether the bucket
-    /// became empty (only possible when the entry was its chain's head and last entry).
+    /// became empty.
     #[inline(always)]
     fn unlink(&mut self, index: u32) -> (Bucket, bool) {
         let entry = &self.entries[index];
@@ -370,6 +386,14 @@ impl<T> Slab<T> {
             panic!("entry {index} is vacant");
         };
         let bucket = timer.bucket();
+        (bucket, self.unlink_links(index, bucket, next, prev))
+    }
+
+    /// The list half of an unlink: joins `index`'s neighbours `prev` and `next` on its chain of
+    /// `bucket`, without reading or writing `index` itself; returns whether the bucket became
+    /// empty (only possible when the entry was its chain's head and last entry).
+    #[inline(always)]
+    fn unlink_links(&mut self, index: u32, bucket: Bucket, next: u32, prev: u32) -> bool {
         let heads = &mut self.heads[bucket as usize];
         let chain = &mut heads[chain_of(index)];
         let mut now_empty = false;
@@ -384,7 +408,7 @@ impl<T> Slab<T> {
             // Blind, like the write above; stale if `next` just became the head, as allowed.
             self.entries[next].prev = prev;
         }
-        (bucket, now_empty)
+        now_empty
     }
 }
 
