@@ -45,7 +45,7 @@ impl Builder {
         self
     }
 
-    /// Bounds the wheel to `capacity` pending timers (and reserves room for them); an insert
+    /// Bounds the wheel to `capacity` pending timers (and reserves its table of chunks); an insert
     /// beyond it fails with [`Full`](crate::Full). At most `2^32 - 2048`.
     pub fn capacity(mut self, capacity: usize) -> Self {
         self.capacity = Some(capacity);

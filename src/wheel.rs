@@ -248,15 +248,23 @@ impl<T> Wheel<T> {
             }
             return true;
         }
+        self.reset_move(id.index, bucket, expiry);
+        true
+    }
+
+    /// The rest of a `reset` that is not a deferral: the timer moves to `bucket` (placed from
+    /// the current clock) with `expiry`. Out of line, so that the deferral, the keepalive
+    /// refresh, stays small enough to inline into the caller.
+    #[inline(never)]
+    fn reset_move(&mut self, index: u32, bucket: Bucket, expiry: u64) {
         // Thawing a frozen bucket may move this very timer to `DUE`.
         let (bucket, expiry) = self.settle(bucket, expiry);
-        if bucket == self.buckets.timer(id.index).bucket() {
-            self.buckets.set_expiry(id.index, expiry);
+        if bucket == self.buckets.timer(index).bucket() {
+            self.buckets.set_expiry(index, expiry);
             self.stats.resets_in_place += 1;
-            return true;
+            return;
         }
-        self.buckets.relink(id.index, bucket, expiry);
-        true
+        self.buckets.relink(index, bucket, expiry);
     }
 
     /// The tick a pending timer fires at; `None` if `id` is stale or foreign.
