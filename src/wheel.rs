@@ -57,8 +57,9 @@ use crate::buckets::{
     Bucket, Buckets, due_bucket, is_wheel_bucket, level_and_slot, overflow_bucket, wheel_bucket,
 };
 use crate::geometry::{
-    self, SLOTS, granularity_shift, granules_ceil, granules_to_tick, level_for, level_for_delay,
-    level_span_ticks, round_up, slot_for, slot_of_granule, slot_start, top_block_start,
+    self, SLOTS, granularity_shift, granules_ceil, granules_ceil_positive, granules_to_tick,
+    level_for, level_for_delay, level_span_ticks, round_up, slot_for, slot_of_granule, slot_start,
+    top_block_start,
 };
 use crate::{Builder, Full, Mode, Stats, TimerId};
 
@@ -776,7 +777,8 @@ fn place(mode: Mode, levels: usize, clock: u64, deadline: u64) -> (Bucket, u64) 
                 return (overflow, round_up(deadline, top));
             }
             let shift = granularity_shift(level);
-            let granule = granules_ceil(deadline, shift);
+            // `deadline > clock`, so at least 1.
+            let granule = granules_ceil_positive(deadline, shift);
             (
                 wheel_bucket(level, slot_of_granule(granule)),
                 granules_to_tick(granule, shift),
