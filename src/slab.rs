@@ -7,10 +7,12 @@
 //! `next` as the free-list link, so freed memory is reused by the very next insert: there are no
 //! tombstones, and a reset-heavy load never grows the slab.
 //!
-//! Entries are 32-byte aligned, so a 32-byte entry sits in one cache line: each access to it is
-//! one miss, not two. They live in chunks of 2048 that never move: growing adds a chunk (its
-//! entries go on the free list in index order) and copies nothing, where a `Vec` of 32-aligned
-//! entries would copy them all on each doubling.
+//! An entry whose size is a multiple of 32 bytes (a `u64` payload's) is stored 32-byte aligned,
+//! so it sits in one cache line: each access to it is one miss, not two. Other sizes are stored
+//! unpadded (the per-core crate's 40-byte entry stays 40 bytes, where aligning every entry to 32
+//! made it 64). The choice is a constant per payload type. Entries live in chunks of 2048 that
+//! never move: growing adds a chunk (its entries go on the free list in index order) and copies
+//! nothing, where a `Vec` of 32-aligned entries would copy them all on each doubling.
 //!
 //! The links are outside the enum so that an unlink writes the neighbours' links blind. Were
 //! they inside, safe Rust would have to read each neighbour's tag first, a second cache miss
@@ -40,10 +42,10 @@
 //! - a bucket's bit is set in `occupied` (per level) iff its list is non-empty (`buckets.rs` keeps
 //!   the bitmaps, this file reports when a list becomes empty or non-empty).
 //!
-//! Given up: indices are `u32`, so one wheel holds at most `2^32 - 2048` timers. A payload that
-//! makes an entry larger than 32 bytes rounds it up to a multiple of 32 (with a 16-byte payload,
-//! 64 bytes instead of 40). A wheel's memory grows a chunk (64 KiB with a `u64` payload) at a
-//! time.
+//! Given up: indices are `u32`, so one wheel holds at most `2^32 - 2048` timers. An entry of
+//! another size (40 bytes, with a 16-byte payload) straddles two lines at some indices: padding
+//! it would cost more memory than the misses it saves. A 64-byte entry is only 32-aligned, so
+//! half of them straddle. A wheel's memory grows a chunk (64 KiB with a `u64` payload) at a time.
 
 use std::num::NonZeroU32;
 
@@ -74,11 +76,9 @@ pub(crate) struct Detached {
     turn: usize,
 }
 
-/// One slab entry, aligned to 32 bytes: a 32-byte entry then never straddles two cache lines
-/// (at 8-byte alignment, in a buffer the allocator hands out 16 bytes past a line, every other
-/// entry would, and an access to it would cost two misses).
+/// One slab entry, at its natural size and alignment: the chunk it lives in is what is aligned
+/// (see [`Chunks`]).
 #[derive(Debug)]
-#[repr(align(32))]
 struct Entry<T> {
     /// Next entry on the bucket chain (occupied) or on the free list (vacant).
     next: u32,
@@ -431,34 +431,67 @@ pub(crate) const MAX_ENTRIES: usize = MAX_CHUNKS << CHUNK_BITS;
 /// allocator grows only 16-aligned blocks in place. A chunk is an array, so the index within it
 /// needs no bounds check; the price against one `Vec` is one load from a table of one pointer
 /// per 2048 entries, which stays in cache.
+///
+/// Entries whose size is a multiple of 32 bytes ([`Chunks::ALIGNED`], the 32 bytes of a `u64`
+/// payload among them) are stored 32-aligned, so each sits in one cache line (at 8-byte
+/// alignment, in a buffer the allocator hands out 16 bytes past a line, every other 32-byte
+/// entry would straddle two, and an access to it would cost two misses); other sizes are stored
+/// as they are, since aligning them would pad them (40 bytes to 64). The choice is a constant
+/// per payload type, so each access compiles to one of the two tables and nothing else; the
+/// other table stays empty.
 #[derive(Debug)]
 struct Chunks<T> {
-    chunks: Vec<Box<[Entry<T>; CHUNK]>>,
+    aligned: Vec<Box<[Aligned<T>; CHUNK]>>,
+    plain: Vec<Box<[Entry<T>; CHUNK]>>,
 }
 
+/// An entry in a 32-aligned chunk; its size is a multiple of 32, so the alignment pads nothing.
+#[derive(Debug)]
+#[repr(align(32))]
+struct Aligned<T>(Entry<T>);
+
 impl<T> Chunks<T> {
+    /// True if the entries are stored 32-aligned (in `aligned`), false if as they are (in
+    /// `plain`).
+    const ALIGNED: bool = size_of::<Entry<T>>() % 32 == 0;
+
     fn with_capacity(capacity: usize) -> Self {
+        let chunks = capacity.div_ceil(CHUNK);
+        let (aligned, plain) = if Self::ALIGNED {
+            (chunks, 0)
+        } else {
+            (0, chunks)
+        };
         Chunks {
-            chunks: Vec::with_capacity(capacity.div_ceil(CHUNK)),
+            aligned: Vec::with_capacity(aligned),
+            plain: Vec::with_capacity(plain),
         }
     }
 
     /// Entries created, all of them vacant or occupied.
     fn len(&self) -> u32 {
         // At most `MAX_CHUNKS` chunks (see `grow`), so this fits.
-        (self.chunks.len() << CHUNK_BITS) as u32
+        ((self.aligned.len() + self.plain.len()) << CHUNK_BITS) as u32
     }
 
     #[inline]
     fn get(&self, index: u32) -> Option<&Entry<T>> {
-        let chunk = self.chunks.get((index >> CHUNK_BITS) as usize)?;
-        Some(&chunk[index as usize & (CHUNK - 1)])
+        let (chunk, k) = split(index);
+        if Self::ALIGNED {
+            Some(&self.aligned.get(chunk)?[k].0)
+        } else {
+            Some(&self.plain.get(chunk)?[k])
+        }
     }
 
     #[inline]
     fn get_mut(&mut self, index: u32) -> Option<&mut Entry<T>> {
-        let chunk = self.chunks.get_mut((index >> CHUNK_BITS) as usize)?;
-        Some(&mut chunk[index as usize & (CHUNK - 1)])
+        let (chunk, k) = split(index);
+        if Self::ALIGNED {
+            Some(&mut self.aligned.get_mut(chunk)?[k].0)
+        } else {
+            Some(&mut self.plain.get_mut(chunk)?[k])
+        }
     }
 
     /// Adds a chunk of vacant entries with `generation`, linked in index order into a free list
@@ -466,26 +499,43 @@ impl<T> Chunks<T> {
     #[cold]
     fn grow(&mut self, generation: u32) -> Option<u32> {
         let first = self.len();
-        if self.chunks.len() >= MAX_CHUNKS {
+        if self.aligned.len() + self.plain.len() >= MAX_CHUNKS {
             return None;
         }
-        let entries: Vec<Entry<T>> = (0..CHUNK as u32)
-            .map(|k| Entry {
-                next: if k + 1 < CHUNK as u32 {
-                    first + k + 1
-                } else {
-                    NIL
-                },
-                prev: NIL,
-                slot: Slot::Vacant { generation },
-            })
-            .collect();
-        let Ok(chunk) = entries.into_boxed_slice().try_into() else {
-            unreachable!("a chunk has CHUNK entries");
+        let vacant = |k: u32| Entry {
+            next: if k + 1 < CHUNK as u32 {
+                first + k + 1
+            } else {
+                NIL
+            },
+            prev: NIL,
+            slot: Slot::Vacant { generation },
         };
-        self.chunks.push(chunk);
+        // Collected into a buffer of exactly one chunk, so no chunk-sized value is ever on the
+        // stack.
+        let ks = 0..CHUNK as u32;
+        if Self::ALIGNED {
+            self.aligned
+                .push(boxed_chunk(ks.map(|k| Aligned(vacant(k))).collect()));
+        } else {
+            self.plain.push(boxed_chunk(ks.map(vacant).collect()));
+        }
         Some(first)
     }
+}
+
+/// The chunk and the place in it of entry `index`.
+#[inline(always)]
+fn split(index: u32) -> (usize, usize) {
+    ((index >> CHUNK_BITS) as usize, index as usize & (CHUNK - 1))
+}
+
+/// The `CHUNK` entries of `entries` as a chunk.
+fn boxed_chunk<E>(entries: Vec<E>) -> Box<[E; CHUNK]> {
+    let Ok(chunk) = entries.into_boxed_slice().try_into() else {
+        unreachable!("a chunk has CHUNK entries");
+    };
+    chunk
 }
 
 impl<T> std::ops::Index<u32> for Chunks<T> {
@@ -493,14 +543,24 @@ impl<T> std::ops::Index<u32> for Chunks<T> {
 
     #[inline]
     fn index(&self, index: u32) -> &Entry<T> {
-        &self.chunks[(index >> CHUNK_BITS) as usize][index as usize & (CHUNK - 1)]
+        let (chunk, k) = split(index);
+        if Self::ALIGNED {
+            &self.aligned[chunk][k].0
+        } else {
+            &self.plain[chunk][k]
+        }
     }
 }
 
 impl<T> std::ops::IndexMut<u32> for Chunks<T> {
     #[inline]
     fn index_mut(&mut self, index: u32) -> &mut Entry<T> {
-        &mut self.chunks[(index >> CHUNK_BITS) as usize][index as usize & (CHUNK - 1)]
+        let (chunk, k) = split(index);
+        if Self::ALIGNED {
+            &mut self.aligned[chunk][k].0
+        } else {
+            &mut self.plain[chunk][k]
+        }
     }
 }
 
@@ -510,12 +570,45 @@ mod tests {
 
     #[test]
     fn entry_is_32_bytes_for_a_u64_payload() {
-        assert_eq!(std::mem::size_of::<Entry<u64>>(), 32);
+        assert_eq!(size_of::<Entry<u64>>(), 32);
         assert_eq!(
-            std::mem::align_of::<Entry<u64>>(),
-            32,
-            "one entry, one cache line"
+            align_of::<Entry<u64>>(),
+            8,
+            "the entry itself is not padded"
         );
+    }
+
+    /// The address of entry `index`.
+    fn address<T>(slab: &Slab<T>, index: u32) -> usize {
+        std::ptr::from_ref(&slab.entries[index]) as usize
+    }
+
+    #[test]
+    fn every_32_byte_entry_of_every_chunk_is_in_one_cache_line() {
+        let mut slab = Slab::new(1, 0, 0);
+        for i in 0..3 * CHUNK as u64 {
+            slab.insert(0, 1, i).unwrap();
+        }
+        assert_eq!(slab.entries.len(), 3 * CHUNK as u32);
+        const { assert!(Chunks::<u64>::ALIGNED) };
+        for index in 0..slab.entries.len() {
+            assert_eq!(address(&slab, index) % 32, 0, "entry {index}");
+        }
+    }
+
+    #[test]
+    fn a_40_byte_entry_is_not_padded() {
+        // The per-core crate's payload: a slot number and a `u64`.
+        assert_eq!(size_of::<Entry<(u32, u64)>>(), 40);
+        let mut slab = Slab::new(1, 0, 0);
+        for i in 0..CHUNK as u64 + 1 {
+            slab.insert(0, 1, (0, i)).unwrap();
+        }
+        // Consecutive entries, to a chunk's last, are 40 bytes apart.
+        for index in [0, 7, CHUNK as u32 - 2] {
+            assert_eq!(address(&slab, index + 1) - address(&slab, index), 40);
+        }
+        const { assert!(!Chunks::<(u32, u64)>::ALIGNED) };
     }
 
     #[test]
