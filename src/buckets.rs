@@ -50,6 +50,18 @@ pub(crate) fn level_and_slot(bucket: Bucket) -> (usize, usize) {
     )
 }
 
+/// The `due` list of a wheel with `levels` levels.
+#[inline]
+pub(crate) fn due_bucket(levels: usize) -> Bucket {
+    (levels * SLOTS) as Bucket
+}
+
+/// The `overflow` list of a wheel with `levels` levels.
+#[inline]
+pub(crate) fn overflow_bucket(levels: usize) -> Bucket {
+    due_bucket(levels) + 1
+}
+
 /// True for a bucket of one of `levels` levels (not `due` or `overflow`).
 #[inline]
 pub(crate) fn is_wheel_bucket(bucket: Bucket, levels: usize) -> bool {
@@ -111,13 +123,13 @@ impl<T> Buckets<T> {
     /// The list of timers whose expiry has been reached.
     #[inline]
     pub(crate) fn due(&self) -> Bucket {
-        (self.levels * SLOTS) as Bucket
+        due_bucket(self.levels)
     }
 
     /// The list of timers beyond the top level.
     #[inline]
     pub(crate) fn overflow(&self) -> Bucket {
-        (self.levels * SLOTS + 1) as Bucket
+        overflow_bucket(self.levels)
     }
 
     /// True for a bucket of one of the levels (not `due` or `overflow`).
@@ -176,13 +188,13 @@ impl<T> Buckets<T> {
         Some((index, generation))
     }
 
-    /// Takes the timer at `index` off its list and frees it; returns its value and the bucket it
-    /// was on.
+    /// Takes the timer at `index` off its list and frees it, if `generation` matches; returns
+    /// its value and the bucket it was on.
     #[inline]
-    pub(crate) fn remove(&mut self, index: u32) -> (T, Bucket) {
-        let (value, bucket, now_empty) = self.slab.remove(index);
+    pub(crate) fn remove(&mut self, index: u32, generation: u32) -> Option<(T, Bucket)> {
+        let (value, bucket, now_empty) = self.slab.remove(index, generation)?;
         self.unlinked(bucket, now_empty);
-        (value, bucket)
+        Some((value, bucket))
     }
 
     /// Moves the pending timer `index` to `bucket` with a new expiry.
@@ -300,9 +312,15 @@ impl<T> Buckets<T> {
         if self.is_empty(bucket) {
             return None;
         }
+        Some(self.take_front_occupied(bucket))
+    }
+
+    /// [`take_front`](Self::take_front) of a bucket the caller knows is occupied (a frozen one).
+    #[inline]
+    pub(crate) fn take_front_occupied(&mut self, bucket: Bucket) -> u32 {
         let (index, now_empty) = self.slab.pop_front(bucket).expect("occupied bucket");
         self.unlinked(bucket, now_empty);
-        Some(index)
+        index
     }
 
     /// Frees a detached timer; returns the generation its id had, and its value.
@@ -447,12 +465,12 @@ mod tests {
     fn link_and_unlink_keep_the_bits() {
         let mut b = Buckets::new(2, 0, 0);
         let bucket = wheel_bucket(1, 7);
-        let (x, _) = b.insert(bucket, 10, 'x').unwrap();
+        let (x, gx) = b.insert(bucket, 10, 'x').unwrap();
         let (y, _) = b.insert(bucket, 11, 'y').unwrap();
         assert_eq!(b.first_occupied(|_| 0), Some((1, 7)));
         b.freeze(bucket);
         assert_eq!(b.first_frozen(), Some(bucket));
-        assert_eq!(b.remove(x), ('x', bucket));
+        assert_eq!(b.remove(x, gx), Some(('x', bucket)));
         assert!(b.is_frozen(bucket), "still occupied, still frozen");
         b.relink(y, wheel_bucket(0, 3), 12);
         assert!(!b.is_frozen(bucket), "emptied, so thawed");

@@ -45,8 +45,8 @@ impl Builder {
         self
     }
 
-    /// Bounds the wheel to `capacity` pending timers (and reserves room for them); an insert
-    /// beyond it fails with [`Full`](crate::Full). 1 to `u32::MAX - 1`: [`build`](Self::build)
+    /// Bounds the wheel to `capacity` pending timers (and reserves its table of chunks); an insert
+    /// beyond it fails with [`Full`](crate::Full). 1 to `2^32 - 2048`: [`build`](Self::build)
     /// refuses 0, a wheel that would refuse every insert.
     pub fn capacity(mut self, capacity: usize) -> Self {
         self.capacity = Some(capacity);
@@ -92,8 +92,8 @@ impl Builder {
     }
 }
 
-/// Timers are indexed by `u32`, and `u32::MAX` marks the end of a list.
-const MAX_CAPACITY: usize = u32::MAX as usize - 1;
+/// Timers are indexed by `u32` (`u32::MAX` marks the end of a list), in chunks of 2048.
+const MAX_CAPACITY: usize = crate::slab::MAX_ENTRIES;
 
 /// Why [`Builder::build`] refused a geometry.
 ///

@@ -90,16 +90,39 @@ pub(crate) fn granularity_shift(level: usize) -> u32 {
 /// the lowest `n` with `delay_ticks < 63 * 8^n`. The result can be `>= levels` (overflow).
 #[inline]
 pub(crate) fn level_for_delay(delay_ticks: u64) -> usize {
-    // delay < 63 * 8^n  <=>  delay / 63 < 8^n  <=>  bit_length(delay / 63) <= 3n.
-    let spans = delay_ticks / COARSE_LEVEL_SPAN;
-    let bit_length = 64 - spans.leading_zeros();
-    bit_length.div_ceil(COARSE_LEVEL_BITS) as usize
+    // With `b` the delay's bit length, `n0 = floor((b - 4) / 3)` is the lowest level whose span
+    // (`63 * 8^n`, just below `2^(3n + 6)`) can reach `2^b`, and no lower level holds the delay
+    // (`63 * 8^(n0 - 1) < 2^(3 * n0 + 3) <= 2^(b - 1)`); as `2^b <= 2^(3 * n0 + 6)`, the level is
+    // `n0`, or `n0 + 1` for a delay in the top 1/64 of that power of two. No division.
+    let bit_length = 64 - delay_ticks.leading_zeros();
+    let level = (bit_length.saturating_sub(4) / COARSE_LEVEL_BITS) as usize;
+    level + usize::from(delay_ticks > COARSE_LEVEL_LAST[level])
 }
+
+/// Coarse mode: the largest delay level `n` holds, `63 * 8^n - 1`; `u64::MAX` for level 20,
+/// whose span does not fit in a `u64`.
+const COARSE_LEVEL_LAST: [u64; COARSE_MAX_LEVELS + 1] = {
+    let mut last = [u64::MAX; COARSE_MAX_LEVELS + 1];
+    let mut level = 0;
+    while level < COARSE_MAX_LEVELS {
+        last[level] = (COARSE_LEVEL_SPAN << (level as u32 * COARSE_LEVEL_BITS)) - 1;
+        level += 1;
+    }
+    last
+};
 
 /// Coarse mode: the largest delay `level` holds, plus one (Linux `LVL_START(level + 1)`).
 #[inline]
 pub(crate) fn level_span_ticks(level: usize) -> u64 {
     COARSE_LEVEL_SPAN << granularity_shift(level)
+}
+
+/// `tick / 2^shift`, rounded up, for a `tick` of at least 1 (a deadline after the clock). Never
+/// overflows; two instructions fewer than [`granules_ceil`].
+#[inline]
+pub(crate) fn granules_ceil_positive(tick: u64, shift: u32) -> u64 {
+    debug_assert!(tick > 0, "tick 0 has no granule above it");
+    ((tick - 1) >> shift) + 1
 }
 
 /// `tick / 2^shift`, rounded up. Never overflows.
@@ -194,6 +217,18 @@ mod tests {
             assert_eq!(level_for_delay(span - 1), level, "level {level}");
             assert_eq!(level_for_delay(span), level + 1, "level {level}");
         }
+        // Against the definition (`delay / 63 < 8^n`), around every power of two.
+        let by_division = |delay: u64| (64 - (delay / 63).leading_zeros()).div_ceil(3) as usize;
+        for bit in 0..64 {
+            for delay in [
+                1u64 << bit,
+                (1 << bit) - 1,
+                (1 << bit) + 1,
+                (1 << bit) / 64 * 63,
+            ] {
+                assert_eq!(level_for_delay(delay), by_division(delay), "delay {delay}");
+            }
+        }
     }
 
     #[test]
@@ -203,6 +238,14 @@ mod tests {
         assert_eq!(granules_ceil(8, 3), 1);
         assert_eq!(granules_ceil(9, 3), 2);
         assert_eq!(round_up(9, 3), 16);
+        for tick in [1, 7, 8, 9, 16, 17, u64::MAX - 8, u64::MAX - 7, u64::MAX] {
+            for shift in [0, 3, 57] {
+                assert_eq!(
+                    granules_ceil_positive(tick, shift),
+                    granules_ceil(tick, shift)
+                );
+            }
+        }
         assert_eq!(round_up(16, 3), 16);
         assert_eq!(round_up(u64::MAX, 3), u64::MAX);
         assert_eq!(round_up(u64::MAX - 7, 3), u64::MAX - 7);

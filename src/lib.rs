@@ -75,8 +75,9 @@
 //!   cancelled, entry reused) does nothing. Each wheel starts its generations at a random seed,
 //!   so an id from another wheel is rejected except with probability about 2^-32 per use; an id
 //!   aliases a timer of its own wheel only after exactly 2^32 reuses of its slab entry.
-//! - **32 bytes a timer** with a `u64` payload, and flat under re-arming, since freed entries are
-//!   reused at once.
+//! - **32 bytes a timer** with a `u64` payload (the slab's chunks start on a cache line, so one
+//!   entry sits in one line; a larger payload adds its own size, unpadded), and flat under
+//!   re-arming, since freed entries are reused at once.
 //! - **The clock never goes back**: polling with an earlier `now` is a no-op.
 //!
 //! The wheel is single-threaded `&mut self` code with no atomics and no `unsafe`; sharing it

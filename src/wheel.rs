@@ -53,10 +53,11 @@
 //!   next sweep; the sweep that finds nothing costs one walk of the overflow list.
 //! - A sweep walks the whole overflow list. It is meant for rare, very long timers.
 
-use crate::buckets::{Bucket, Buckets, is_wheel_bucket, wheel_bucket};
+use crate::buckets::{Bucket, Buckets, due_bucket, is_wheel_bucket, overflow_bucket, wheel_bucket};
 use crate::geometry::{
-    SLOTS, granularity_shift, granules_ceil, granules_to_tick, level_for, level_for_delay,
-    level_span_ticks, round_up, slot_for, slot_of_granule, slot_start, top_block_start,
+    SLOTS, granularity_shift, granules_ceil, granules_ceil_positive, granules_to_tick, level_for,
+    level_for_delay, level_span_ticks, round_up, slot_for, slot_of_granule, slot_start,
+    top_block_start,
 };
 use crate::{Builder, Full, Mode, Stats, TimerId};
 
@@ -188,8 +189,7 @@ impl<T> Wheel<T> {
     /// ```
     #[inline]
     pub fn cancel(&mut self, id: TimerId) -> Option<T> {
-        self.buckets.get(id.index, id.generation)?;
-        let (value, _) = self.buckets.remove(id.index);
+        let (value, _) = self.buckets.remove(id.index, id.generation)?;
         self.stats.cancelled += 1;
         Some(value)
     }
@@ -214,7 +214,7 @@ impl<T> Wheel<T> {
     /// ```
     #[inline]
     pub fn reset(&mut self, id: TimerId, deadline: u64) -> bool {
-        let (mode, levels) = (self.mode, self.levels);
+        let (mode, levels, clock) = (self.mode, self.levels, self.clock);
         let Some(timer) = self.buckets.get_mut(id.index, id.generation) else {
             return false;
         };
@@ -229,16 +229,17 @@ impl<T> Wheel<T> {
             return true;
         }
         // Where the timer would go now; pure arithmetic, no memory touched.
-        let (bucket, expiry) = self.place(deadline);
+        let (bucket, expiry) = place(mode, levels, clock, deadline);
         if expiry >= old_expiry
-            && self.buckets.is_wheel(old_bucket)
-            && self.buckets.is_wheel(bucket)
+            && is_wheel_bucket(old_bucket, levels)
+            && is_wheel_bucket(bucket, levels)
         {
             // A later expiry only rewrites the entry: the timer stays in its bucket, which comes
             // due no later than the old expiry, so before the new one, and the drain places it
             // again then. One entry touched instead of three (the entry and the two neighbours
-            // an unlink writes). In the same bucket, this is all a move would do anyway.
-            self.buckets.set_expiry(id.index, expiry);
+            // an unlink writes). In the same bucket, this is all a move would do anyway. On a
+            // wheel bucket, no overflow bound to keep.
+            timer.expiry = expiry;
             if bucket == old_bucket {
                 self.stats.resets_in_place += 1;
             } else {
@@ -246,15 +247,23 @@ impl<T> Wheel<T> {
             }
             return true;
         }
-        // Locate: thawing a frozen bucket may move this very timer to `DUE`.
-        let (bucket, expiry) = self.locate(deadline);
-        if bucket == self.buckets.timer(id.index).bucket() {
-            self.buckets.set_expiry(id.index, expiry);
-            self.stats.resets_in_place += 1;
-            return true;
-        }
-        self.buckets.relink(id.index, bucket, expiry);
+        self.reset_move(id.index, bucket, expiry);
         true
+    }
+
+    /// The rest of a `reset` that is not a deferral: the timer moves to `bucket` (placed from
+    /// the current clock) with `expiry`. Out of line, so that the deferral, the keepalive
+    /// refresh, stays small enough to inline into the caller.
+    #[inline(never)]
+    fn reset_move(&mut self, index: u32, bucket: Bucket, expiry: u64) {
+        // Thawing a frozen bucket may move this very timer to `DUE`.
+        let (bucket, expiry) = self.settle(bucket, expiry);
+        if bucket == self.buckets.timer(index).bucket() {
+            self.buckets.set_expiry(index, expiry);
+            self.stats.resets_in_place += 1;
+            return;
+        }
+        self.buckets.relink(index, bucket, expiry);
     }
 
     /// The tick a pending timer fires at; `None` if `id` is stale or foreign.
@@ -312,7 +321,7 @@ impl<T> Wheel<T> {
                 return Some(self.fire(due));
             }
             if let Some(bucket) = self.buckets.first_frozen() {
-                let index = self.buckets.take_front(bucket).expect("frozen is occupied");
+                let index = self.buckets.take_front_occupied(bucket);
                 if self.buckets.timer(index).expiry > self.clock {
                     // Re-armed to a later deadline after it was placed.
                     self.place_again(index);
@@ -452,42 +461,20 @@ impl<T> Wheel<T> {
     /// The bucket and expiry of a timer with `deadline`, seen from the current clock.
     #[inline]
     fn place(&self, deadline: u64) -> (Bucket, u64) {
-        if deadline <= self.clock {
-            return (self.buckets.due(), self.clock);
-        }
-        let placed = match self.mode {
-            Mode::Exact => {
-                let level = level_for(self.clock, deadline);
-                if level >= self.levels {
-                    return (self.buckets.overflow(), deadline);
-                }
-                (wheel_bucket(level, slot_for(deadline, level)), deadline)
-            }
-            Mode::Coarse => {
-                let level = level_for_delay(deadline - self.clock);
-                if level >= self.levels {
-                    let top = granularity_shift(self.levels - 1);
-                    return (self.buckets.overflow(), round_up(deadline, top));
-                }
-                let shift = granularity_shift(level);
-                let granule = granules_ceil(deadline, shift);
-                (
-                    wheel_bucket(level, slot_of_granule(granule)),
-                    granules_to_tick(granule, shift),
-                )
-            }
-        };
-        debug_assert!(
-            placed.1 >= deadline,
-            "never early: {deadline} placed at {placed:?}"
-        );
-        placed
+        place(self.mode, self.levels, self.clock, deadline)
     }
 
     /// `place`, and in Coarse mode, thaws a frozen bucket the timer would collide with.
-    #[inline]
+    #[inline(always)]
     fn locate(&mut self, deadline: u64) -> (Bucket, u64) {
         let (bucket, expiry) = self.place(deadline);
+        self.settle(bucket, expiry)
+    }
+
+    /// The second half of `locate`, for a placement already computed: thaws `bucket` if it is
+    /// frozen (Coarse mode only), so the timer can join it.
+    #[inline(always)]
+    fn settle(&mut self, bucket: Bucket, expiry: u64) -> (Bucket, u64) {
         if self.buckets.is_frozen(bucket) {
             debug_assert_eq!(
                 self.mode,
@@ -528,14 +515,16 @@ impl<T> Wheel<T> {
     /// Hands out a timer detached from a due list.
     #[inline]
     fn fire(&mut self, index: u32) -> (TimerId, T) {
-        let expiry = self.buckets.timer(index).expiry;
-        debug_assert!(
-            expiry <= self.clock,
-            "never early: expiry {expiry} at clock {}",
-            self.clock
-        );
+        // The checks read the entry only in debug builds: in release the entry's first read is
+        // the one that frees it.
         #[cfg(debug_assertions)]
         {
+            let expiry = self.buckets.timer(index).expiry;
+            debug_assert!(
+                expiry <= self.clock,
+                "never early: expiry {expiry} at clock {}",
+                self.clock
+            );
             if self.mode == Mode::Exact {
                 let last = self.last_fired;
                 debug_assert!(expiry >= last, "Exact order: {expiry} after {last}");
@@ -761,6 +750,45 @@ impl<T> Wheel<T> {
             }
         }
     }
+}
+
+/// The bucket and expiry of a timer with `deadline` on a wheel in `mode` with `levels` levels
+/// whose clock reads `clock`. A free function, so that `reset` can compute it while it holds the
+/// timer's entry.
+#[inline]
+fn place(mode: Mode, levels: usize, clock: u64, deadline: u64) -> (Bucket, u64) {
+    let (due, overflow) = (due_bucket(levels), overflow_bucket(levels));
+    if deadline <= clock {
+        return (due, clock);
+    }
+    let placed = match mode {
+        Mode::Exact => {
+            let level = level_for(clock, deadline);
+            if level >= levels {
+                return (overflow, deadline);
+            }
+            (wheel_bucket(level, slot_for(deadline, level)), deadline)
+        }
+        Mode::Coarse => {
+            let level = level_for_delay(deadline - clock);
+            if level >= levels {
+                let top = granularity_shift(levels - 1);
+                return (overflow, round_up(deadline, top));
+            }
+            let shift = granularity_shift(level);
+            // `deadline > clock`, so at least 1.
+            let granule = granules_ceil_positive(deadline, shift);
+            (
+                wheel_bucket(level, slot_of_granule(granule)),
+                granules_to_tick(granule, shift),
+            )
+        }
+    };
+    debug_assert!(
+        placed.1 >= deadline,
+        "never early: {deadline} placed at {placed:?}"
+    );
+    placed
 }
 
 impl<T> Default for Wheel<T> {

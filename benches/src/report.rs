@@ -223,6 +223,72 @@ pub fn svg_chart(rows: &[Row], section: &str, title: &str, path: &Path) -> Resul
     root.present().map_err(|e| err(&e))
 }
 
+/// A text plot of `section` for a Markdown file: cost (log scale, one line per doubling) against
+/// population (one column per size), each series drawn with its own letter in its own place
+/// within a size's column, so no point hides another. The letters are listed under the plot.
+pub fn text_plot(rows: &[Row], section: &str, title: &str) -> String {
+    let ns = sizes(rows, section);
+    let names = series(rows, section);
+    let points: Vec<(usize, usize, f64)> = names
+        .iter()
+        .enumerate()
+        .flat_map(|(s, name)| {
+            ns.iter().enumerate().filter_map(move |(c, &n)| {
+                lookup(rows, section, name, n)
+                    .filter(|v| *v > 0.0)
+                    .map(|v| (s, c, v))
+            })
+        })
+        .collect();
+    let (lo, hi) = points.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), p| {
+        (lo.min(p.2), hi.max(p.2))
+    });
+    if points.is_empty() || ns.len() < 2 {
+        return String::new();
+    }
+    let (lo, hi) = (lo.log2().floor(), hi.log2().ceil());
+    let lines = (hi - lo) as usize + 1;
+    let width = (names.len() + 2).max(8);
+    let mut grid = vec![vec![' '; ns.len() * width]; lines];
+    for &(s, c, v) in &points {
+        let line = (hi - v.log2()).round() as usize;
+        grid[line.min(lines - 1)][c * width + 1 + s] = letter(s);
+    }
+    let mut out = format!(
+        "{title}
+
+```text
+"
+    );
+    for (i, line) in grid.iter().enumerate() {
+        let label = figure(2f64.powf(hi - i as f64));
+        let _ = writeln!(out, "{label:>7} |{}", line.iter().collect::<String>());
+    }
+    let _ = writeln!(out, "{:>7} +{}", "", "-".repeat(ns.len() * width));
+    let _ = write!(out, "{:>8}", "");
+    for &n in &ns {
+        let _ = write!(out, " {:<w$}", size_label(n), w = width - 1);
+    }
+    let _ = writeln!(
+        out,
+        "  live timers
+"
+    );
+    for (s, name) in names.iter().enumerate() {
+        let _ = writeln!(out, "  {} {name}", letter(s));
+    }
+    out.push_str(
+        "```
+",
+    );
+    out
+}
+
+/// The plot letter of the `i`th series.
+fn letter(i: usize) -> char {
+    (b'a' + (i % 26) as u8) as char
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,6 +327,19 @@ mod tests {
         let c = csv(&rows());
         assert_eq!(c.lines().count(), 4);
         assert!(c.contains("reset,b,1000,7,6,8,ns/op"));
+    }
+
+    #[test]
+    fn text_plot_puts_each_point_on_its_line() {
+        let p = text_plot(&rows(), "reset", "Reset");
+        // `b` at 10^3 is 7 ns (the 8 ns line), `a` is 2 ns there and 4 ns at 10^5.
+        let lines: Vec<&str> = p.lines().filter(|l| l.contains('|')).collect();
+        assert_eq!(lines.len(), 3, "{p}");
+        assert!(lines[0].starts_with("   8.00 |  b "), "{p}");
+        assert!(lines[1].starts_with("   4.00 |         a"), "{p}");
+        assert!(lines[2].starts_with("   2.00 | a "), "{p}");
+        assert!(p.contains("  b b\n") && p.contains("10^5"), "{p}");
+        assert_eq!(text_plot(&rows(), "nothing", "x"), "");
     }
 
     #[test]

@@ -140,7 +140,7 @@ pub(crate) fn run(plan: &Plan) {
 fn runs_at_ten_million(w: Workload) -> bool {
     matches!(
         w,
-        Workload::Insert | Workload::Reset | Workload::Refresh | Workload::Fire
+        Workload::Insert | Workload::Cancel | Workload::Reset | Workload::Refresh | Workload::Fire
     )
 }
 
@@ -253,6 +253,12 @@ fn write_outputs(plan: &Plan, results: &Results) -> Result<(), String> {
             &format!("### {} — {}", w.name(), w.unit()),
         ));
         md.push('\n');
+        md.push_str(&report::text_plot(
+            rows,
+            w.name(),
+            &format!("{}: {} against live timers", w.name(), w.unit()),
+        ));
+        md.push('\n');
         let svg = plan.out.join(format!("{}.svg", w.name()));
         if let Err(e) = report::svg_chart(rows, w.name(), &title, &svg) {
             eprintln!("no chart: {e}");
@@ -270,6 +276,7 @@ fn write_outputs(plan: &Plan, results: &Results) -> Result<(), String> {
     }
     md.push_str(&scaling::tables(&results.scaling, &results.timeliness));
     md.push_str(&targets(results));
+    md.push_str(&wheel_targets(rows));
     println!("{md}");
     let mut all = rows.clone();
     all.extend(results.scaling.rows());
@@ -282,6 +289,106 @@ fn write_outputs(plan: &Plan, results: &Results) -> Result<(), String> {
     write("tables.md", &md)?;
     eprintln!("wrote {}", plan.out.display());
     Ok(())
+}
+
+/// One ratio of the core wheel's table: `slow`'s time over `fast`'s on `section`, with a goal
+/// (`at_least`, or at most) or none.
+struct WheelRatio {
+    section: &'static str,
+    slow: &'static str,
+    fast: &'static str,
+    goal: Option<(f64, bool)>,
+}
+
+const EXACT: &str = "tickwheel-exact";
+const COARSE: &str = "tickwheel-coarse";
+/// The faster of the two modes at that size.
+const BEST: &str = "best";
+
+const WHEEL_RATIOS: [WheelRatio; 8] = {
+    const fn r(
+        section: &'static str,
+        slow: &'static str,
+        fast: &'static str,
+        goal: Option<(f64, bool)>,
+    ) -> WheelRatio {
+        WheelRatio {
+            section,
+            slow,
+            fast,
+            goal,
+        }
+    }
+    [
+        r("fire", "btreemap", COARSE, Some((1.5, true))),
+        r("fire", "btreemap", EXACT, Some((1.0, true))),
+        r("reset", COARSE, EXACT, Some((1.2, false))),
+        r("refresh", COARSE, EXACT, Some((1.2, false))),
+        r("refresh", "lazy-heap", BEST, Some((3.0, true))),
+        r("reset", "lazy-heap", BEST, Some((1.5, true))),
+        r("insert", "lazy-heap", BEST, None),
+        r("cancel", "lazy-heap", BEST, None),
+    ]
+};
+
+/// The median time of `series` (or of the faster mode, for [`BEST`]) at `n`.
+fn wheel_time(rows: &[Row], section: &str, series: &str, n: u64) -> Option<f64> {
+    if series != BEST {
+        return report::lookup(rows, section, series, n);
+    }
+    let e = report::lookup(rows, section, EXACT, n);
+    let c = report::lookup(rows, section, COARSE, n);
+    e.zip(c).map(|(e, c)| e.min(c)).or(e).or(c)
+}
+
+/// The core wheel's ratios at 10^6 and at 10^7, and how far each moved between the two sizes
+/// (a ratio that holds at 10^6 should hold within 20% at 10^7).
+fn wheel_targets(rows: &[Row]) -> String {
+    let (m, t) = (1_000_000, 10_000_000);
+    let mut out = String::new();
+    for w in &WHEEL_RATIOS {
+        let ratio = |n| {
+            Some(wheel_time(rows, w.section, w.slow, n)? / wheel_time(rows, w.section, w.fast, n)?)
+        };
+        let (at_m, at_t) = (ratio(m), ratio(t));
+        if at_m.is_none() && at_t.is_none() {
+            continue;
+        }
+        let cell = |r: Option<f64>| r.map_or("–".to_owned(), |r| format!("{r:.2}x"));
+        let moved = at_m.zip(at_t).map(|(a, b)| b / a);
+        let meets = |r: f64| {
+            w.goal
+                .is_none_or(|(g, at_least)| if at_least { r >= g } else { r <= g })
+        };
+        let met = at_m.is_some_and(meets)
+            && at_t.is_none_or(meets)
+            && moved.is_none_or(|x| (0.8..=1.2).contains(&x));
+        // With no goal, only the move between the sizes is judged.
+        let met = match (w.goal.is_some() || moved.is_some(), met) {
+            (false, _) => "–",
+            (true, true) => "yes",
+            (true, false) => "NO",
+        };
+        let goal = w.goal.map_or("–".to_owned(), |(g, at_least)| {
+            format!("{}{g}x", if at_least { "≥" } else { "≤" })
+        });
+        let moved = moved.map_or("–".to_owned(), |x| format!("{x:.2}"));
+        out.push_str(&format!(
+            "| {}: {} / {} | {goal} | {} | {} | {moved} | {met} |\n",
+            w.section,
+            w.slow,
+            w.fast,
+            cell(at_m),
+            cell(at_t)
+        ));
+    }
+    if out.is_empty() {
+        return out;
+    }
+    format!(
+        "### the core wheel at 10^6 and 10^7 (ratio = first time / second time)\n\n\
+         | ratio | goal | 10^6 | 10^7 | 10^7 / 10^6 | met |\n|---|---|---:|---:|---:|---|\n{out}\n"
+    )
 }
 
 /// A ratio target: `peer`'s time over tickwheel's on `workload` must reach `goal`.
