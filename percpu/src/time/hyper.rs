@@ -38,6 +38,12 @@ impl hyper::rt::Timer for HyperTimer {
         Box::pin(sleep_until(deadline.into()))
     }
 
+    /// The time module's clock, so hyper's deadlines follow the test clock (`pause`/`advance`)
+    /// as the sleeps do.
+    fn now(&self) -> Instant {
+        super::Instant::now().into_std()
+    }
+
     fn reset(&self, sleep: &mut Pin<Box<dyn hyper::rt::Sleep>>, new_deadline: Instant) {
         match sleep.as_mut().downcast_mut_pin::<Sleep>() {
             Some(ours) => ours.get_mut().reset(new_deadline.into()),

@@ -4,7 +4,7 @@ use std::future::poll_fn;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use super::sleep::{Sleep, sleep_until};
+use super::sleep::{Sleep, later, sleep_until};
 use super::{Duration, Instant};
 
 /// A tick later than this after its deadline counts as missed.
@@ -29,11 +29,11 @@ impl MissedTickBehavior {
     /// The deadline after a tick due at `due` and seen at `now` (`now - due > MISSED_AFTER`).
     fn next(self, due: Instant, now: Instant, period: Duration) -> Instant {
         match self {
-            Self::Burst => due + period,
-            Self::Delay => now + period,
+            Self::Burst => later(due, period),
+            Self::Delay => later(now, period),
             Self::Skip => {
                 let behind = now.duration_since(due).as_nanos() % period.as_nanos();
-                now + period - Duration::from_nanos(behind as u64)
+                later(now, period) - Duration::from_nanos(behind as u64)
             }
         }
     }
@@ -105,7 +105,7 @@ impl Interval {
         let next = if now.saturating_duration_since(due) > MISSED_AFTER {
             self.missed.next(due, now, self.period)
         } else {
-            due + self.period
+            later(due, self.period)
         };
         self.sleep.reset(next);
         Poll::Ready(due)
@@ -123,7 +123,7 @@ impl Interval {
 
     /// Restarts the schedule: the next tick is `after` from now.
     pub fn reset_after(&mut self, after: Duration) {
-        self.reset_at(Instant::now() + after);
+        self.reset_at(later(Instant::now(), after));
     }
 
     /// Restarts the schedule: the next tick is at `deadline`.

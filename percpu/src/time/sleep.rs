@@ -9,39 +9,39 @@ use std::time::Duration;
 use super::Instant;
 use super::driver::{self, Driver};
 use crate::Handle;
-use crate::clock::test_clock;
 use crate::protocol::cell::{self, Cell};
 use crate::sync::Arc;
 
-/// The instant deadlines are counted from: the test clock's epoch, set at its first use, so an
-/// instant before it is in the past when stored; a test clock resumed behind the kernel clock
-/// still reads after it.
-fn epoch() -> std::time::Instant {
-    test_clock::epoch().instant
-}
-
-/// Set in `Deadline` when the sleep completed at its first poll without being filed.
-const DONE_UNFILED: u64 = 1 << 63;
-
-/// A deadline in 8 bytes: nanoseconds since [`epoch`] (below 2^63, about 292 years), and the
-/// `DONE_UNFILED` bit. An instant before the epoch is stored as the epoch: it was in the past
-/// when stored (the epoch is never later than the first call), so it stays in the past.
+/// A sleep's deadline as it was given (so [`Sleep::deadline`] and an `Interval` built on it see
+/// the very instant, however far in the past or future), and whether the sleep completed at its
+/// first poll without being filed.
 #[derive(Clone, Copy)]
-struct Deadline(u64);
+struct Deadline {
+    at: Instant,
+    done_unfiled: bool,
+}
 
 impl Deadline {
     fn new(at: Instant) -> Self {
-        let ns = at.into_std().saturating_duration_since(epoch()).as_nanos();
-        Self(u64::try_from(ns).unwrap_or(u64::MAX).min(DONE_UNFILED - 1))
+        Self {
+            at,
+            done_unfiled: false,
+        }
     }
 
     fn instant(self) -> Instant {
-        Instant::from_std(epoch() + Duration::from_nanos(self.0 & !DONE_UNFILED))
+        self.at
     }
 
     fn done_unfiled(self) -> bool {
-        self.0 & DONE_UNFILED != 0
+        self.done_unfiled
     }
+}
+
+/// `t + d`, or a deadline far enough away to stand for "never" where that overflows (as tokio's
+/// `Instant::far_future`).
+pub(super) fn later(t: Instant, d: Duration) -> Instant {
+    t.checked_add(d).unwrap_or_else(|| far_future(t))
 }
 
 /// A deadline far enough away to stand for "never" when `now + duration` overflows.
@@ -64,7 +64,7 @@ fn far_future(now: Instant) -> Instant {
 /// ```
 pub fn sleep(duration: Duration) -> Sleep {
     let now = Instant::now();
-    sleep_until(now.checked_add(duration).unwrap_or_else(|| far_future(now)))
+    sleep_until(later(now, duration))
 }
 
 /// Waits until `deadline` (in the past: completes at the base's next turn).
@@ -213,7 +213,7 @@ impl Sleep {
         };
         let deadline = self.deadline.instant();
         if deadline.into_std() <= held.base.now() {
-            self.deadline.0 |= DONE_UNFILED;
+            self.deadline.done_unfiled = true;
             return Poll::Ready(());
         }
         let index = driver.alloc_cell(&mut held);
