@@ -11,7 +11,7 @@ use std::fs::OpenOptions;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicU32, AtomicU64};
 
 pub mod steps;
 
@@ -43,23 +43,11 @@ impl Log {
     const WORDS: usize = (2 * CHILDREN * STRIDE) as usize;
 
     pub fn create(path: &Path) -> Log {
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .unwrap();
-        f.set_len((Self::WORDS * 4) as u64).unwrap();
-        Self::map(&f)
+        Self::map(&new_file(path, Self::WORDS * 4))
     }
 
     pub fn open(path: &Path) -> Log {
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .unwrap();
-        Self::map(&f)
+        Self::map(&open_rw(path))
     }
 
     fn map(f: &std::fs::File) -> Log {
@@ -149,4 +137,54 @@ impl Rng {
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
+}
+
+/// A new file of `bytes` zero bytes at `path`, open for reading and writing.
+pub fn new_file(path: &Path, bytes: usize) -> std::fs::File {
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .unwrap();
+    f.set_len(bytes as u64).unwrap();
+    f
+}
+
+/// The existing file at `path`, open for reading and writing.
+pub fn open_rw(path: &Path) -> std::fs::File {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap()
+}
+
+/// `n` zeroed words in anonymous shared memory, inherited by children made with `fork`. Never
+/// unmapped (the test process ends soon after), hence `'static`.
+pub fn anonymous_words(n: usize) -> &'static [AtomicU64] {
+    map_words(-1, libc::MAP_ANONYMOUS, n)
+}
+
+/// The first `n` words of `f` (at least `n * 8` bytes long), mapped shared; never unmapped.
+pub fn file_words(f: &std::fs::File, n: usize) -> &'static [AtomicU64] {
+    map_words(f.as_raw_fd(), 0, n)
+}
+
+fn map_words(fd: i32, flags: i32, n: usize) -> &'static [AtomicU64] {
+    // SAFETY: a new shared mapping (of `fd`, or anonymous), accessed only as atomics.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            n * 8,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | flags,
+            fd,
+            0,
+        )
+    };
+    assert_ne!(ptr, libc::MAP_FAILED);
+    // SAFETY: `n * 8` bytes of page-aligned shared memory are valid AtomicU64s, and the mapping
+    // lives as long as the process.
+    unsafe { std::slice::from_raw_parts(ptr.cast(), n) }
 }
