@@ -7,6 +7,9 @@ use tickwheel_percpu::shm::{Config, Segment};
 
 #[test]
 fn cancel_races_fire() {
+    // Few executions, and all of them: the canceller's one CAS on the slot word (then its push of
+    // the slot) against the owner's one fire CAS; loom places the cancel before, between and after
+    // the owner's load and CAS.
     check("shm_cancel_vs_fire", || {
         let seg = Segment::anonymous(&Config::new(1).manual_clock()).unwrap();
         let owner = seg.attach_as(1).unwrap();
@@ -33,6 +36,8 @@ fn cancel_races_fire() {
 fn cancel_races_apply_and_fire_of_another_process_schedule() {
     // The owner has not applied the schedule yet: the cancel can land before the apply, between
     // apply and fire, or after the fire.
+    // Under 50 executions: the cancel is one CAS and a push, and the owner's apply and fire are
+    // one CAS each on the same word; that is every order of them.
     check("shm_cancel_vs_apply_and_fire", || {
         let seg = Segment::anonymous(&Config::new(1).manual_clock()).unwrap();
         let owner = seg.attach_as(1).unwrap();

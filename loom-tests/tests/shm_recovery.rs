@@ -8,6 +8,9 @@ use tickwheel_loom_tests::check;
 use tickwheel_loom_tests::sync::spawn;
 use tickwheel_percpu::shm::{Config, CrashPoint, Segment};
 
+/// Under 50 executions each: the dead scheduler's steps are done before the spawn, so what races
+/// is the live scheduler's pop and claim (two CASes) against the recovery's scan and re-issue of
+/// the dead one's slot; loom tries the pop before, inside and after the recovery's walk.
 fn died_at(point: CrashPoint, name: &str) {
     check(name, move || {
         let seg = Segment::anonymous(&Config::new(2).manual_clock())
@@ -56,6 +59,8 @@ fn died_after_arm() {
 fn recovery_races_a_live_cancellers_push() {
     // A canceller died between its CAS and its push; recovery re-issues that slot while a live
     // canceller pushes another one. Neither slot is lost or put on the stack twice.
+    // 44 executions: the live canceller's push (a CAS on the stack head) and its clearing CAS
+    // against the recovery's scan, walk and re-issue; every placement of the two CASes.
     check("shm_recovery_vs_push", || {
         let seg = Segment::anonymous(&Config::new(2).manual_clock())
             .unwrap()

@@ -10,6 +10,8 @@ use tickwheel_percpu::protocol::waker::AtomicWaker;
 
 #[test]
 fn register_races_take() {
+    // About 50 executions, and all of them: two registers (each a CAS in and a CAS out) against
+    // one take (a fetch_or, then a fetch_and), on one word.
     check("waker_register_vs_take", || {
         let slot = Arc::new(AtomicWaker::new());
         let fired = Arc::new(AtomicBool::new(false));
