@@ -61,11 +61,14 @@ macro_rules! tokio_style {
                     dues.push(due - first);
                 }
                 let ms: Vec<u128> = match behavior {
-                    // Where the schedule restarts from depends on when the task ran: keep
-                    // only that the restart came at least a period after the late tick.
+                    // Where the schedule restarts from depends on when the task ran (and a
+                    // tick delivered over 5 ms late, on a loaded machine, already counts as
+                    // missed, for tokio's timer as for ours): keep only the first tick and that
+                    // each later one came at least a period after the one before.
                     MissedTickBehavior::Delay => {
                         assert!(dues[3] - dues[2] >= P && dues[2] - dues[1] >= P);
-                        dues[..2].iter().map(|d| d.as_millis()).collect()
+                        assert!(dues[1] - dues[0] >= P);
+                        dues[..1].iter().map(|d| d.as_millis()).collect()
                     }
                     _ => dues.iter().map(|d| d.as_millis()).collect(),
                 };
@@ -202,7 +205,7 @@ fn expected() -> Outcome {
         ],
         ticks: vec![
             ("burst".to_owned(), vec![20, 40, 60, 80]),
-            ("delay".to_owned(), vec![20, 40]),
+            ("delay".to_owned(), vec![20]),
             ("skip".to_owned(), vec![20, 40, 100, 120]),
         ],
     }
