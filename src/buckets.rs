@@ -1,8 +1,8 @@
 //! The buckets of every level and their summaries: the one owner of "which lists hold timers".
 //!
 //! ## Model
-//! A [`Buckets`] holds the slab (the timers and their lists, `slab.rs`) and, beside it, what the
-//! wheel reads to find work without walking lists: per level, an *occupied* bitmap (bit `s` of
+//! A [`Buckets`] holds the heads of every list (`lists.rs`; the timers and their links are in the
+//! caller's storage) and, beside them, what the wheel reads to find work without walking lists: per level, an *occupied* bitmap (bit `s` of
 //! level `n` is set iff bucket `n * 64 + s` holds a timer) and a *frozen* bitmap (the bucket's
 //! tick has been reached and its timers are being handed out), plus a lower bound of the expiries
 //! on the overflow list, one flag each for whether `due` and `overflow` hold timers, and one bit
@@ -16,7 +16,7 @@
 //!
 //! The wheel asks "is this list empty" and "which bucket is frozen" several times per timer it
 //! fires; with the bits kept here, each answer is one word, not a look at a bucket's chain heads
-//! (`slab.rs`) or a scan of the levels.
+//! (`lists.rs`) or a scan of the levels.
 //!
 //! ## Invariants (checked by [`Buckets::check_bitmaps`])
 //! - occupied bit (or the `due`/`overflow` flag) set iff the list is non-empty;
@@ -29,7 +29,7 @@
 //! wheel's next sweep recomputes it.
 
 use crate::geometry::{MAX_LEVELS, SLOT_BITS, SLOT_MASK, SLOTS};
-use crate::slab::{Detached, Slab, Timer};
+use crate::lists::{Detached, Links, Lists};
 
 /// A list identifier: `level * 64 + slot` for wheel buckets, then `due` and `overflow`.
 pub(crate) type Bucket = u32;
@@ -87,9 +87,11 @@ fn slot_run(first: usize, count: u32) -> u64 {
 
 /// Every timer list of a wheel, with the bitmaps and bound that summarise them.
 #[derive(Debug)]
-pub(crate) struct Buckets<T> {
-    slab: Slab<T>,
+pub(crate) struct Buckets {
+    lists: Lists,
     levels: usize,
+    /// Timers on the lists, or detached from them by the wheel's current call.
+    len: usize,
     /// Per level: bit `s` set iff bucket `s` of that level is non-empty.
     occupied: [u64; MAX_LEVELS],
     /// Per level: bit `s` set iff bucket `s` is non-empty and its tick has been reached.
@@ -104,13 +106,14 @@ pub(crate) struct Buckets<T> {
     overflow_bound: u64,
 }
 
-impl<T> Buckets<T> {
-    /// Lists for `levels` levels, room reserved for `capacity` timers.
-    pub(crate) fn new(levels: usize, capacity: usize, generation_seed: u32) -> Self {
+impl Buckets {
+    /// Lists for `levels` levels.
+    pub(crate) fn new(levels: usize) -> Self {
         debug_assert!((1..=MAX_LEVELS).contains(&levels));
         Buckets {
-            slab: Slab::new(levels * SLOTS + 2, capacity, generation_seed),
+            lists: Lists::new(levels * SLOTS + 2),
             levels,
+            len: 0,
             occupied: [0; MAX_LEVELS],
             frozen: [0; MAX_LEVELS],
             frozen_levels: 0,
@@ -138,99 +141,113 @@ impl<T> Buckets<T> {
         is_wheel_bucket(bucket, self.levels)
     }
 
-    /// Pending timers.
+    /// Timers linked (or detached by the current call).
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.slab.len()
+        self.len
     }
 
-    // ---- timers ---------------------------------------------------------------------------
-
-    /// The pending timer at `index` if `generation` matches.
-    #[inline]
-    pub(crate) fn get(&self, index: u32, generation: u32) -> Option<&Timer<T>> {
-        self.slab.get(index, generation)
-    }
-
-    /// The pending timer at `index` if `generation` matches, to rewrite its value, or the expiry
-    /// of a timer on a wheel bucket (an overflow timer's expiry goes through
-    /// [`set_expiry`](Self::set_expiry), which keeps the bound).
-    #[inline]
-    pub(crate) fn get_mut(&mut self, index: u32, generation: u32) -> Option<&mut Timer<T>> {
-        self.slab.get_mut(index, generation)
-    }
-
-    /// The pending timer at `index`, which the caller knows is occupied.
-    #[inline]
-    pub(crate) fn timer(&self, index: u32) -> &Timer<T> {
-        self.slab.timer(index)
-    }
-
-    /// Rewrites a pending timer's expiry without moving it. The caller keeps the wheel's
+    /// Rewrites a linked timer's expiry without moving it. The caller keeps the wheel's
     /// placement invariants; the overflow bound is kept here.
     #[inline]
-    pub(crate) fn set_expiry(&mut self, index: u32, expiry: u64) {
-        let timer = self.slab.timer_mut(index);
-        timer.expiry = expiry;
-        if timer.bucket() == self.overflow() {
+    pub(crate) fn set_expiry(&mut self, links: &mut impl Links, index: u32, expiry: u64) {
+        links.set_expiry(index, expiry);
+        if links.list(index) == self.overflow() {
             self.overflow_bound = self.overflow_bound.min(expiry);
         }
     }
 
     // ---- link and unlink: the only places the summaries change ------------------------------
 
-    /// Stores a new timer on `bucket`; returns (index, generation), or `None` when `u32`
-    /// indices are exhausted.
+    /// Links a new timer onto `bucket` with `expiry`.
     #[inline]
-    pub(crate) fn insert(&mut self, bucket: Bucket, expiry: u64, value: T) -> Option<(u32, u32)> {
-        let (index, generation) = self.slab.insert(bucket, expiry, value)?;
-        self.linked(bucket, expiry);
-        Some((index, generation))
+    pub(crate) fn insert(
+        &mut self,
+        links: &mut impl Links,
+        bucket: Bucket,
+        index: u32,
+        expiry: u64,
+    ) {
+        self.len += 1;
+        self.link_detached(links, bucket, index, expiry);
     }
 
-    /// Takes the timer at `index` off its list and frees it, if `generation` matches; returns
-    /// its value and the bucket it was on.
+    /// Takes a linked timer off its list for good; returns the bucket it was on.
     #[inline]
-    pub(crate) fn remove(&mut self, index: u32, generation: u32) -> Option<(T, Bucket)> {
-        let (value, bucket, now_empty) = self.slab.remove(index, generation)?;
+    pub(crate) fn remove(&mut self, links: &mut impl Links, index: u32) -> Bucket {
+        let (bucket, now_empty) = self.lists.unlink(links, index);
         self.unlinked(bucket, now_empty);
-        Some((value, bucket))
+        self.len -= 1;
+        bucket
     }
 
-    /// Moves the pending timer `index` to `bucket` with a new expiry.
+    /// [`remove`](Self::remove) of a timer whose links the caller read (and whose entry it has
+    /// freed already).
     #[inline]
-    pub(crate) fn relink(&mut self, index: u32, bucket: Bucket, expiry: u64) {
-        let (old, now_empty) = self.slab.relink(index, bucket, expiry);
+    pub(crate) fn remove_known(
+        &mut self,
+        links: &mut impl Links,
+        index: u32,
+        fields: (u32, u32, Bucket),
+    ) {
+        let now_empty = self.lists.unlink_known(links, index, fields);
+        self.unlinked(fields.2, now_empty);
+        self.len -= 1;
+    }
+
+    /// Moves the linked timer `index` to `bucket` with a new expiry.
+    #[inline]
+    pub(crate) fn relink(
+        &mut self,
+        links: &mut impl Links,
+        index: u32,
+        bucket: Bucket,
+        expiry: u64,
+    ) {
+        let (old, now_empty) = self.lists.unlink(links, index);
         self.unlinked(old, now_empty);
-        self.linked(bucket, expiry);
+        self.link_detached(links, bucket, index, expiry);
     }
 
     /// Detaches every timer of `bucket` (which becomes empty, so unfrozen); walk them with
     /// [`next_detached`](Self::next_detached) and link each with
-    /// [`link_detached`](Self::link_detached) or free it with
-    /// [`free_detached`](Self::free_detached) before asking for the next.
+    /// [`link_detached`](Self::link_detached) or hand it out with
+    /// [`handed_out`](Self::handed_out) before asking for the next.
     pub(crate) fn take(&mut self, bucket: Bucket) -> Detached {
-        let detached = self.slab.take_list(bucket);
+        let detached = self.lists.take_list(bucket);
         self.unlinked(bucket, true);
         detached
     }
 
     /// The next timer of a detached bucket.
     #[inline]
-    pub(crate) fn next_detached(&self, detached: &mut Detached) -> Option<u32> {
-        self.slab.pop_detached(detached)
+    pub(crate) fn next_detached(links: &impl Links, detached: &mut Detached) -> Option<u32> {
+        Lists::pop_detached(links, detached)
     }
 
     /// Links a detached timer onto `bucket` with `expiry`.
     #[inline]
-    pub(crate) fn link_detached(&mut self, bucket: Bucket, index: u32, expiry: u64) {
-        self.slab.push_detached(bucket, index, expiry);
+    pub(crate) fn link_detached(
+        &mut self,
+        links: &mut impl Links,
+        bucket: Bucket,
+        index: u32,
+        expiry: u64,
+    ) {
+        self.lists.push_front(links, bucket, index, expiry);
         self.linked(bucket, expiry);
     }
 
-    /// Drops every timer; old ids stay stale.
+    /// A detached timer left the wheel (fired).
+    #[inline]
+    pub(crate) fn handed_out(&mut self) {
+        self.len -= 1;
+    }
+
+    /// Forgets every timer; the caller forgets their entries.
     pub(crate) fn clear(&mut self) {
-        self.slab.clear();
+        self.lists.clear();
+        self.len = 0;
         self.occupied = [0; MAX_LEVELS];
         self.frozen = [0; MAX_LEVELS];
         self.frozen_levels = 0;
@@ -305,28 +322,25 @@ impl<T> Buckets<T> {
     }
 
     /// Detaches a timer of `bucket` to hand out next (the bucket's chains in turn), if any. Link
-    /// it with [`link_detached`](Self::link_detached) or free it with
-    /// [`free_detached`](Self::free_detached) before the next call.
+    /// it with [`link_detached`](Self::link_detached) or hand it out with
+    /// [`handed_out`](Self::handed_out) before the next call.
     #[inline]
-    pub(crate) fn take_front(&mut self, bucket: Bucket) -> Option<u32> {
+    pub(crate) fn take_front(&mut self, links: &impl Links, bucket: Bucket) -> Option<u32> {
         if self.is_empty(bucket) {
             return None;
         }
-        Some(self.take_front_occupied(bucket))
+        Some(self.take_front_occupied(links, bucket))
     }
 
     /// [`take_front`](Self::take_front) of a bucket the caller knows is occupied (a frozen one).
     #[inline]
-    pub(crate) fn take_front_occupied(&mut self, bucket: Bucket) -> u32 {
-        let (index, now_empty) = self.slab.pop_front(bucket).expect("occupied bucket");
+    pub(crate) fn take_front_occupied(&mut self, links: &impl Links, bucket: Bucket) -> u32 {
+        let (index, now_empty) = self
+            .lists
+            .pop_front(links, bucket)
+            .expect("occupied bucket");
         self.unlinked(bucket, now_empty);
         index
-    }
-
-    /// Frees a detached timer; returns the generation its id had, and its value.
-    #[inline]
-    pub(crate) fn free_detached(&mut self, index: u32) -> (u32, T) {
-        self.slab.free_detached(index)
     }
 
     /// The lowest level with an occupied bucket, and the first occupied slot at or after `from`
@@ -400,8 +414,8 @@ impl<T> Buckets<T> {
 
     #[cfg(any(test, feature = "test-hooks"))]
     /// Every entry on `bucket`; for checks in tests.
-    pub(crate) fn members(&self, bucket: Bucket) -> Vec<u32> {
-        self.slab.members(bucket)
+    pub(crate) fn members(&self, links: &impl Links, bucket: Bucket) -> Vec<u32> {
+        self.lists.members(links, bucket)
     }
 
     #[cfg(any(test, feature = "test-hooks"))]
@@ -409,10 +423,10 @@ impl<T> Buckets<T> {
     pub(crate) fn check_bitmaps(&self) {
         assert_eq!(
             self.due_occupied,
-            !self.slab.is_empty(self.due()),
+            !self.lists.is_empty(self.due()),
             "due flag"
         );
-        let overflow = !self.slab.is_empty(self.overflow());
+        let overflow = !self.lists.is_empty(self.overflow());
         assert_eq!(self.overflow_occupied, overflow, "overflow flag");
         for level in 0..MAX_LEVELS {
             let bit = self.frozen_levels >> level & 1 == 1;
@@ -424,7 +438,7 @@ impl<T> Buckets<T> {
                 let occupied = self.occupied[level] & slot_bit(slot) != 0;
                 assert_eq!(
                     occupied,
-                    !self.slab.is_empty(bucket),
+                    !self.lists.is_empty(bucket),
                     "bitmap of bucket {bucket}"
                 );
                 let frozen = self.frozen[level] & slot_bit(slot) != 0;
@@ -444,6 +458,7 @@ impl<T> Buckets<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lists::plain::Plain;
 
     #[test]
     fn bucket_ids_split_back() {
@@ -463,16 +478,18 @@ mod tests {
 
     #[test]
     fn link_and_unlink_keep_the_bits() {
-        let mut b = Buckets::new(2, 0, 0);
+        let mut l = Plain::with(4);
+        let mut b = Buckets::new(2);
         let bucket = wheel_bucket(1, 7);
-        let (x, gx) = b.insert(bucket, 10, 'x').unwrap();
-        let (y, _) = b.insert(bucket, 11, 'y').unwrap();
+        let (x, y) = (0, 1);
+        b.insert(&mut l, bucket, x, 10);
+        b.insert(&mut l, bucket, y, 11);
         assert_eq!(b.first_occupied(|_| 0), Some((1, 7)));
         b.freeze(bucket);
         assert_eq!(b.first_frozen(), Some(bucket));
-        assert_eq!(b.remove(x, gx), Some(('x', bucket)));
+        assert_eq!(b.remove(&mut l, x), bucket);
         assert!(b.is_frozen(bucket), "still occupied, still frozen");
-        b.relink(y, wheel_bucket(0, 3), 12);
+        b.relink(&mut l, y, wheel_bucket(0, 3), 12);
         assert!(!b.is_frozen(bucket), "emptied, so thawed");
         assert_eq!(b.first_frozen(), None);
         assert_eq!(b.first_occupied(|_| 0), Some((0, 3)));
@@ -481,24 +498,26 @@ mod tests {
         assert!(b.is_frozen(wheel_bucket(0, 3)));
         assert_eq!(b.first_live_after(0, 5), None);
         b.check_bitmaps();
+        assert_eq!(b.len(), 1);
     }
 
     #[test]
     fn overflow_bound_is_kept_on_link() {
-        let mut b = Buckets::new(1, 0, 0);
+        let mut l = Plain::with(4);
+        let mut b = Buckets::new(1);
         let over = b.overflow();
-        let (x, _) = b.insert(over, 500, ()).unwrap();
-        b.insert(over, 700, ()).unwrap();
+        b.insert(&mut l, over, 0, 500);
+        b.insert(&mut l, over, 1, 700);
         assert_eq!(b.overflow_bound(), 500);
-        b.set_expiry(x, 400);
+        b.set_expiry(&mut l, 0, 400);
         assert_eq!(b.overflow_bound(), 400);
         let mut detached = b.take(over);
         assert!(!b.has_overflow());
         let mut expiries = Vec::new();
-        while let Some(index) = b.next_detached(&mut detached) {
-            let expiry = b.timer(index).expiry + 1000;
+        while let Some(index) = Buckets::next_detached(&l, &mut detached) {
+            let expiry = l.expiry(index) + 1000;
             expiries.push(expiry);
-            b.link_detached(over, index, expiry);
+            b.link_detached(&mut l, over, index, expiry);
         }
         assert_eq!(b.overflow_bound(), *expiries.iter().min().unwrap());
         b.check_bitmaps();

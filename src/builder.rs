@@ -6,6 +6,7 @@ use std::hash::BuildHasher;
 use crate::geometry::{
     COARSE_DEFAULT_LEVELS, COARSE_MAX_LEVELS, EXACT_DEFAULT_LEVELS, EXACT_MAX_LEVELS,
 };
+use crate::raw::RawWheel;
 use crate::{Mode, Wheel};
 
 /// Builds a [`Wheel`] with other than the default geometry.
@@ -61,18 +62,7 @@ impl Builder {
 
     /// The wheel, or why the geometry is out of range.
     pub fn build<T>(self) -> Result<Wheel<T>, BuildError> {
-        let (default, max) = match self.mode {
-            Mode::Exact => (EXACT_DEFAULT_LEVELS, EXACT_MAX_LEVELS),
-            Mode::Coarse => (COARSE_DEFAULT_LEVELS, COARSE_MAX_LEVELS),
-        };
-        let levels = self.levels.unwrap_or(default);
-        if levels == 0 || levels > max {
-            return Err(BuildError::Levels {
-                mode: self.mode,
-                levels,
-                max,
-            });
-        }
+        let levels = self.checked_levels()?;
         if let Some(capacity) = self.capacity {
             if capacity == 0 || capacity > MAX_CAPACITY {
                 return Err(BuildError::Capacity {
@@ -89,6 +79,31 @@ impl Builder {
             self.start,
             seed,
         ))
+    }
+
+    /// A [`RawWheel`] (a wheel over the caller's own storage) with this mode, levels and start,
+    /// or why the levels are out of range. The capacity is the caller's storage's, so it is not
+    /// used.
+    pub fn build_raw(self) -> Result<RawWheel, BuildError> {
+        let levels = self.checked_levels()?;
+        Ok(RawWheel::from_parts(self.mode, levels, self.start))
+    }
+
+    /// The levels asked for, or the mode's default, if in range.
+    fn checked_levels(&self) -> Result<usize, BuildError> {
+        let (default, max) = match self.mode {
+            Mode::Exact => (EXACT_DEFAULT_LEVELS, EXACT_MAX_LEVELS),
+            Mode::Coarse => (COARSE_DEFAULT_LEVELS, COARSE_MAX_LEVELS),
+        };
+        let levels = self.levels.unwrap_or(default);
+        if levels == 0 || levels > max {
+            return Err(BuildError::Levels {
+                mode: self.mode,
+                levels,
+                max,
+            });
+        }
+        Ok(levels)
     }
 }
 

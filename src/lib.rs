@@ -83,6 +83,16 @@
 //! The wheel is single-threaded `&mut self` code with no atomics and no `unsafe`; sharing it
 //! between cores is the job of the per-core layer built on top of it.
 //!
+//! # Your own storage
+//!
+//! [`Wheel`] keeps its timers in its own slab. [`raw::RawWheel`] is the same wheel (levels,
+//! bitmaps, clock, drain) over link storage the caller owns: the caller keeps, per timer index,
+//! the few fields of [`raw::Links`] (two links, a list number, an expiry) inside its own record,
+//! and links, relinks and unlinks indices; `poll` hands an index back when it is due. So a timer
+//! that must also live in a table of the caller's (a connection, a slot other threads read) is
+//! one record, not a record plus a wheel entry that point at each other. Its storage may even
+//! let a timer's expiry rise without telling the wheel (a deferred re-arm); see [`raw`].
+//!
 //! # Example
 //!
 //! ```
@@ -102,6 +112,8 @@
 mod buckets;
 mod builder;
 mod geometry;
+mod lists;
+pub mod raw;
 mod slab;
 mod wheel;
 

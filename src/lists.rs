@@ -1,0 +1,342 @@
+//! The bucket lists: heads of intrusive, index-linked chains over link storage the caller owns.
+//!
+//! ## Model
+//! A timer is an index into the caller's storage, which keeps, per index, the [`Links`] of this
+//! file: `next`, `prev`, the list the timer is on, and its expiry. [`Lists`] keeps only the heads.
+//! The wheel's own slab (`slab.rs`) is one such storage; the per-core crate's shared slot table is
+//! another, so a timer there is one record with its links inside, not a wheel entry beside it.
+//!
+//! Each list (a bucket) is `CHAINS` chains, an entry going on chain `index % CHAINS`. A list walk
+//! is a chain of dependent loads, one cache miss per timer once the storage outgrows the cache;
+//! walking the chains of a bucket in turn keeps `CHAINS` of those misses in flight at once, which
+//! is what makes firing and cascading a large bucket several times faster. The cost is `CHAINS`
+//! heads a bucket (16 bytes, one array per bucket, so a chain's head is found with one bounds
+//! check), and a look at all of them when an unlink or a pop empties a chain, to tell whether the
+//! bucket is now empty.
+//!
+//! Linking is a push-front and unlinking is O(1) given the entry, which records its list. An entry
+//! is a head iff its chain's head names it, so a head's `prev` is left stale: taking the head off
+//! (the drain's [`Lists::pop_front`]) writes nothing into the next entry, which keeps the firing
+//! walk to one dependent load per timer. Unlinking writes the neighbours' links blind (without
+//! reading them), so a cancel waits for its own entry only.
+//!
+//! ## Invariants
+//! - an index is on at most one list, the one its `list` field names, or detached (taken off by
+//!   [`Lists::take_list`] or [`Lists::pop_front`], to be linked again or forgotten by the caller);
+//! - `prev` is the previous entry of the chain, except on the chain's head.
+//!
+//! ## Given up
+//! Indices are `u32`, `NIL` (`u32::MAX`) ending a chain, so one wheel holds fewer than `2^32`
+//! timers.
+
+/// End of a chain, and "no entry".
+pub const NIL: u32 = u32::MAX;
+
+/// Chains per bucket; a power of two.
+const CHAINS: usize = 4;
+
+/// The per-timer fields a wheel reads and writes, kept by the caller at index `index`.
+///
+/// The wheel calls these only for indices it was given ([`RawWheel::link`](crate::raw::RawWheel::link))
+/// and has not handed back. Getters of an index the wheel never linked may return anything; the
+/// wheel does not call them.
+pub trait Links {
+    /// The next entry of the chain, or [`NIL`].
+    fn next(&self, index: u32) -> u32;
+    /// Sets the next entry.
+    fn set_next(&mut self, index: u32, next: u32);
+    /// The previous entry of the chain (stale on a chain's head).
+    fn prev(&self, index: u32) -> u32;
+    /// Sets the previous entry.
+    fn set_prev(&mut self, index: u32, prev: u32);
+    /// The list the entry is on (the value last given to [`set_list`](Self::set_list)).
+    fn list(&self, index: u32) -> u32;
+    /// Records the list the entry is on.
+    fn set_list(&mut self, index: u32, list: u32);
+    /// The tick to place and fire the entry by. The wheel reads it once per placement and files
+    /// the entry by what it read. Storage may let it move (see [`RawWheel`](crate::raw::RawWheel)
+    /// for what the wheel then promises).
+    fn expiry(&self, index: u32) -> u64;
+    /// The expiry the wheel placed the entry at (a Coarse deadline rounded up to its granule).
+    /// Storage that keeps the deadline itself as the expiry may ignore it.
+    fn set_expiry(&mut self, index: u32, expiry: u64);
+
+    /// `next`, `prev` and `list` at once, as an unlink reads them; storage that finds an entry
+    /// with some work may override it to find it once.
+    #[inline(always)]
+    fn unlink_fields(&self, index: u32) -> (u32, u32, u32) {
+        (self.next(index), self.prev(index), self.list(index))
+    }
+
+    /// Makes the entry the head of a chain of `list`: `next`, `prev = NIL`, `list` and
+    /// `expiry` at once (see [`unlink_fields`](Self::unlink_fields)).
+    #[inline(always)]
+    fn set_head(&mut self, index: u32, next: u32, list: u32, expiry: u64) {
+        self.set_next(index, next);
+        self.set_prev(index, NIL);
+        self.set_list(index, list);
+        self.set_expiry(index, expiry);
+    }
+}
+
+/// The chain of its bucket that entry `index` goes on.
+#[inline]
+fn chain_of(index: u32) -> usize {
+    index as usize & (CHAINS - 1)
+}
+
+/// The heads of one bucket's chains.
+type Heads = [u32; CHAINS];
+
+/// The heads of an empty bucket.
+const EMPTY: Heads = [NIL; CHAINS];
+
+/// A bucket's chains after [`Lists::take_list`]: its entries, walked chain by chain in turn.
+#[derive(Debug)]
+pub(crate) struct Detached {
+    chains: [u32; CHAINS],
+    turn: usize,
+}
+
+/// The heads of every list.
+#[derive(Debug)]
+pub(crate) struct Lists {
+    heads: Vec<Heads>,
+    /// Rotates the chain that `pop_front` takes from next.
+    cursor: usize,
+}
+
+impl Lists {
+    pub(crate) fn new(lists: usize) -> Self {
+        Lists {
+            heads: vec![EMPTY; lists],
+            cursor: 0,
+        }
+    }
+
+    /// True if no entry is on `list`.
+    #[cfg(any(test, feature = "test-hooks"))]
+    pub(crate) fn is_empty(&self, list: u32) -> bool {
+        self.heads[list as usize] == EMPTY
+    }
+
+    /// Links `index` at the front of its chain of `list`, recording the list and `expiry` in the
+    /// entry.
+    #[inline]
+    pub(crate) fn push_front(
+        &mut self,
+        links: &mut impl Links,
+        list: u32,
+        index: u32,
+        expiry: u64,
+    ) {
+        let chain = &mut self.heads[list as usize][chain_of(index)];
+        let head = *chain;
+        links.set_head(index, head, list, expiry);
+        if head != NIL {
+            // A blind write: the old head is not read.
+            links.set_prev(head, index);
+        }
+        *chain = index;
+    }
+
+    /// Takes the linked entry `index` off its chain; returns its list and whether that list
+    /// became empty.
+    #[inline(always)]
+    pub(crate) fn unlink(&mut self, links: &mut impl Links, index: u32) -> (u32, bool) {
+        let (next, prev, list) = links.unlink_fields(index);
+        (list, self.unlink_known(links, index, (next, prev, list)))
+    }
+
+    /// [`unlink`](Self::unlink) of an entry whose `next`, `prev` and `list` the caller has read
+    /// (and which it may have reused already): joins the neighbours without touching `index`;
+    /// returns whether the list became empty.
+    #[inline(always)]
+    pub(crate) fn unlink_known(
+        &mut self,
+        links: &mut impl Links,
+        index: u32,
+        (next, prev, list): (u32, u32, u32),
+    ) -> bool {
+        let heads = &mut self.heads[list as usize];
+        let chain = &mut heads[chain_of(index)];
+        let mut now_empty = false;
+        if *chain == index {
+            *chain = next;
+            now_empty = next == NIL && *heads == EMPTY;
+        } else {
+            debug_assert_ne!(prev, NIL, "a middle entry has a previous one");
+            links.set_next(prev, next);
+        }
+        if next != NIL {
+            // Blind, like the write above; stale if `next` just became the head, as allowed.
+            links.set_prev(next, prev);
+        }
+        now_empty
+    }
+
+    /// Detaches the head of the next non-empty chain of `list` (the chains in turn); returns it
+    /// and whether the list is now empty, or `None` if it was empty. The entry's `list` is stale
+    /// until it is pushed again.
+    #[inline]
+    pub(crate) fn pop_front(&mut self, links: &impl Links, list: u32) -> Option<(u32, bool)> {
+        let heads = &mut self.heads[list as usize];
+        for _ in 0..CHAINS {
+            self.cursor = self.cursor.wrapping_add(1);
+            let chain = self.cursor & (CHAINS - 1);
+            let head = heads[chain];
+            if head != NIL {
+                // The new head's `prev` stays stale: heads are known by `heads`, not by `prev`.
+                let next = links.next(head);
+                heads[chain] = next;
+                return Some((head, next == NIL && *heads == EMPTY));
+            }
+        }
+        None
+    }
+
+    /// Detaches every chain of `list`; the entries keep their links to each other but their
+    /// `list` fields are stale until each is pushed again or forgotten. Walk them with
+    /// [`pop_detached`](Self::pop_detached).
+    pub(crate) fn take_list(&mut self, list: u32) -> Detached {
+        let chains = std::mem::replace(&mut self.heads[list as usize], EMPTY);
+        Detached { chains, turn: 0 }
+    }
+
+    /// The next detached entry, from the chains in turn; the caller pushes or forgets it before
+    /// asking for another.
+    #[inline]
+    pub(crate) fn pop_detached(links: &impl Links, detached: &mut Detached) -> Option<u32> {
+        for _ in 0..CHAINS {
+            detached.turn = (detached.turn + 1) & (CHAINS - 1);
+            let index = detached.chains[detached.turn];
+            if index != NIL {
+                detached.chains[detached.turn] = links.next(index);
+                return Some(index);
+            }
+        }
+        None
+    }
+
+    /// Forgets every entry.
+    pub(crate) fn clear(&mut self) {
+        self.heads.fill(EMPTY);
+    }
+
+    #[cfg(any(test, feature = "test-hooks"))]
+    /// Every entry on `list`, chain by chain, checking the `prev` links; for checks in tests.
+    pub(crate) fn members(&self, links: &impl Links, list: u32) -> Vec<u32> {
+        let mut out = Vec::new();
+        for chain in 0..CHAINS {
+            let mut index = self.heads[list as usize][chain];
+            let mut prev = NIL;
+            while index != NIL {
+                out.push(index);
+                if prev != NIL {
+                    assert_eq!(links.prev(index), prev, "prev link of entry {index}");
+                }
+                prev = index;
+                index = links.next(index);
+            }
+        }
+        out
+    }
+}
+
+/// Link storage for unit tests.
+#[cfg(test)]
+pub(crate) mod plain {
+    use super::{Links, NIL};
+
+    /// Links in plain vectors, the simplest storage.
+    #[derive(Default)]
+    pub(crate) struct Plain {
+        next: Vec<u32>,
+        prev: Vec<u32>,
+        list: Vec<u32>,
+        expiry: Vec<u64>,
+    }
+
+    impl Plain {
+        pub(crate) fn with(n: usize) -> Self {
+            Plain {
+                next: vec![NIL; n],
+                prev: vec![NIL; n],
+                list: vec![NIL; n],
+                expiry: vec![0; n],
+            }
+        }
+    }
+
+    impl Links for Plain {
+        fn next(&self, i: u32) -> u32 {
+            self.next[i as usize]
+        }
+        fn set_next(&mut self, i: u32, v: u32) {
+            self.next[i as usize] = v;
+        }
+        fn prev(&self, i: u32) -> u32 {
+            self.prev[i as usize]
+        }
+        fn set_prev(&mut self, i: u32, v: u32) {
+            self.prev[i as usize] = v;
+        }
+        fn list(&self, i: u32) -> u32 {
+            self.list[i as usize]
+        }
+        fn set_list(&mut self, i: u32, v: u32) {
+            self.list[i as usize] = v;
+        }
+        fn expiry(&self, i: u32) -> u64 {
+            self.expiry[i as usize]
+        }
+        fn set_expiry(&mut self, i: u32, v: u64) {
+            self.expiry[i as usize] = v;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plain::Plain;
+    use super::*;
+
+    #[test]
+    fn lists_link_and_unlink_in_o1() {
+        let mut links = Plain::with(8);
+        let mut lists = Lists::new(2);
+        for i in [0, 1, 2, 4, 5] {
+            lists.push_front(&mut links, 0, i, 0);
+        }
+        assert_eq!(lists.members(&links, 0), [4, 0, 5, 1, 2]);
+        assert_eq!(lists.unlink(&mut links, 1), (0, false));
+        assert_eq!(lists.unlink(&mut links, 4), (0, false));
+        assert_eq!(lists.unlink(&mut links, 5), (0, false));
+        assert_eq!(lists.members(&links, 0), [0, 2]);
+        lists.unlink(&mut links, 0);
+        lists.push_front(&mut links, 1, 0, 0);
+        assert_eq!(lists.unlink(&mut links, 2), (0, true));
+        assert!(lists.is_empty(0));
+        assert_eq!(lists.members(&links, 1), [0]);
+    }
+
+    #[test]
+    fn detached_chains_are_walked_in_turn() {
+        let mut links = Plain::with(9);
+        let mut lists = Lists::new(2);
+        for i in 0..9 {
+            lists.push_front(&mut links, 0, i, 0);
+        }
+        let mut detached = lists.take_list(0);
+        assert!(lists.is_empty(0));
+        let mut order = Vec::new();
+        while let Some(index) = Lists::pop_detached(&links, &mut detached) {
+            order.push(index);
+            lists.push_front(&mut links, 1, index, 0);
+        }
+        assert_eq!(order, [5, 6, 7, 8, 1, 2, 3, 4, 0]);
+        let mut members = lists.members(&links, 1);
+        members.sort();
+        assert_eq!(members, (0..9).collect::<Vec<_>>());
+    }
+}
