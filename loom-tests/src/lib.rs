@@ -143,7 +143,9 @@ pub fn sleep_on(fd: RawFd) {
     }
 }
 
-use tickwheel_percpu::{Base, ClockSource, Config, ManualClock, Mode, Remote};
+use std::time::{Duration, Instant};
+
+use tickwheel_percpu::{Base, ClockSource, Config, Handle, ManualClock, Mode, Remote};
 
 /// One base on a manual clock with a 1 ms tick, `slots` slots and `reserve` of them kept in reserve
 /// for remote schedules: small, so the model checker has few objects to track.
@@ -171,5 +173,39 @@ pub fn assert_quiet_and_balanced<T: Send + 'static>(base: &mut Base<T>) {
     assert_eq!(
         s.scheduled,
         s.fired + s.cancelled_local + s.cancelled_remote
+    );
+}
+
+/// The final word of a race on one timer (1 ms ticks): re-arms `h` to `t0 + ticks.end` ms from
+/// another thread, ordered after every other operation, then steps the clock
+/// one tick at a time from `ticks.start` (where it stands) and asserts it fires at `ticks.end`
+/// exactly, with `value`.
+pub fn last_rearm_decides(
+    base: &mut Base<u32>,
+    remote: &Remote<u32>,
+    clock: &ManualClock,
+    t0: Instant,
+    (h, value): (Handle, u32),
+    ticks: std::ops::Range<u32>,
+) {
+    let (from, at) = (ticks.start, ticks.end);
+    let r = remote.clone();
+    assert!(
+        sync::spawn(move || r.reset_at(h, t0 + at * Duration::from_millis(1)))
+            .join()
+            .unwrap(),
+        "the timer is pending"
+    );
+    for t in from..at {
+        assert_eq!(
+            base.turn(|v| panic!("{v} fired at {t} ms, before its last deadline of {at} ms")),
+            0
+        );
+        clock.advance(Duration::from_millis(1));
+    }
+    assert_eq!(
+        base.turn(|v| assert_eq!(v, value)),
+        1,
+        "not fired at its last deadline of {at} ms"
     );
 }

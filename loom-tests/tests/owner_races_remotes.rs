@@ -8,44 +8,14 @@
 //! the racing stores landed last is the deadline, so a fire during the race is checked against the
 //! deadlines that could have been in force.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tickwheel_loom_tests::sync::spawn;
-use tickwheel_loom_tests::{assert_quiet_and_balanced, check, check_bounded, one_base};
-use tickwheel_percpu::{Base, Handle, ManualClock, Remote};
+use tickwheel_loom_tests::{
+    assert_quiet_and_balanced, check, check_bounded, last_rearm_decides, one_base,
+};
 
 const MS: Duration = Duration::from_millis(1);
-
-/// The final word: re-arms `h` to `t0 + ticks.end` ms from another thread, then steps the clock
-/// one tick at a time from `ticks.start` (where it stands) and asserts it fires at `ticks.end`
-/// exactly, with `value`.
-fn last_rearm_decides(
-    base: &mut Base<u32>,
-    remote: &Remote<u32>,
-    clock: &ManualClock,
-    t0: Instant,
-    (h, value): (Handle, u32),
-    ticks: std::ops::Range<u32>,
-) {
-    let (from, at) = (ticks.start, ticks.end);
-    let r = remote.clone();
-    assert!(
-        spawn(move || r.reset_at(h, t0 + at * MS)).join().unwrap(),
-        "the timer is pending"
-    );
-    for t in from..at {
-        assert_eq!(
-            base.turn(|v| panic!("{v} fired at {t} ms, before its last deadline of {at} ms")),
-            0
-        );
-        clock.advance(MS);
-    }
-    assert_eq!(
-        base.turn(|v| assert_eq!(v, value)),
-        1,
-        "not fired at its last deadline of {at} ms"
-    );
-}
 
 #[test]
 fn owner_pulls_in_while_a_remote_pushes_out() {

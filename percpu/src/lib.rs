@@ -29,9 +29,10 @@
 //! # Ground rules for the shared slot state
 //!
 //! Every base has a fixed table of slots (`Config::wheel_capacity`, or 4 Mi by default, allocated
-//! zeroed so untouched slots cost no memory). A slot's record holds one `AtomicU64` word packing
-//! `(generation, seq, flags, state)`, the timer's deadline tick, a link word and a cell for a
-//! payload in transit. A [`Handle`] is `(set, base, slot, generation)`. The full transition table
+//! zeroed so untouched slots cost no memory). A slot's record is the timer's only record: one
+//! `AtomicU64` word packing `(generation, seq, flags, state)`, the deadline tick, a link word for
+//! the base's stacks, the owner's wheel links (the base's wheel, `tickwheel::raw`, links the
+//! records themselves) and the payload, 40 bytes with a `u64` payload. A [`Handle`] is `(set, base, slot, generation)`. The full transition table
 //! is in `protocol::slots`; in short:
 //!
 //! - `FREE(g)` → `PENDING(g)`: the thread holding the slot arms it (the owner, or a remote that
@@ -136,7 +137,6 @@ struct ReadmeDoctests;
 use crossbeam_utils::CachePadded;
 use shared::{Group, Shared};
 use sync::Arc;
-use tickwheel::Wheel;
 
 /// Slots per base when `Config::wheel_capacity` is `None`.
 pub const DEFAULT_SLOTS: usize = 1 << 22;
@@ -287,14 +287,12 @@ fn bases_with<T: Send + 'static>(
             clock::Timeline::new(&config.clock, config.tick)?
         }
     };
+    // The wheel links the slot records themselves; the table is what bounds it.
     let wheels = (0..n)
-        .map(|_| match config.wheel_capacity {
-            // The table bounds the wheel, so an unbounded wheel is never asked for more.
-            None => Ok(Wheel::new(config.mode)),
-            Some(cap) => Wheel::builder(config.mode)
-                .capacity(cap)
-                .build()
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e)),
+        .map(|_| {
+            tickwheel::Builder::new(config.mode)
+                .build_raw()
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
         })
         .collect::<io::Result<Vec<_>>>()?;
     let shared = (0..n)

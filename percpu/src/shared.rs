@@ -40,7 +40,7 @@ use crossbeam_utils::CachePadded;
 use crate::clock::Timeline;
 use crate::error::ScheduleError;
 use crate::handle::Handle;
-use crate::protocol::slots::{Cancel, Rearm, SlotTable};
+use crate::protocol::slots::{Cancel, Rearm, SlotTable, word};
 use crate::protocol::stack::{NIL, Notices, Reserve};
 use crate::protocol::wake::{Notify, Wake};
 use crate::sync::{AtomicBool, AtomicU64, Ordering};
@@ -110,7 +110,10 @@ impl<T> Shared<T> {
         let mut slot = self.notices.take();
         while slot != NIL {
             let next = Notices::next(&self.slots, slot);
-            let (_, value) = self.slots.take_notice(slot);
+            let w = self.slots.take_notice(slot);
+            // SAFETY: `take_notice` cleared `CELL` and found it set: this thread now holds the
+            // payload a remote scheduler left (a closed base files nothing, so no owner does).
+            let value = (w & word::CELL != 0).then(|| unsafe { self.slots.take_payload(slot) });
             if slot == mine {
                 kept = value;
             } else {

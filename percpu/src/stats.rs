@@ -121,7 +121,7 @@ pub struct BaseStats {
     /// Schedules from other threads refused because the base's reserve of free slots was empty
     /// (each refusal once, however often the caller retries).
     pub reserve_empty: u64,
-    /// Wheel entries that came due for a timer pushed later, and were filed again.
+    /// Timers whose wheel placement came due after they were pushed later, and were filed again.
     pub refiled: u64,
     /// Cascades done by the wheel (always 0 in Coarse mode).
     pub cascades: u64,

@@ -2,27 +2,36 @@
 //! wake-up bookkeeping are in `driver`).
 //!
 //! # Model
-//! The wheel, the slot → wheel-entry map and the private free list are plain memory touched only
-//! by the owning thread (`Base` is `Send`, not `Sync`). Other threads reach the base through its
-//! [`Shared`] part: slot records, reserve, notice stack, wake word.
+//! A timer is one record, its slot in the shared table (`protocol::slots`): word, deadline, stack
+//! link, wheel links and payload. The base's wheel is a [`RawWheel`]: the levels, bitmaps and
+//! clock, linking the records themselves through their wheel links (`slots::Filing`), so there
+//! is no wheel entry beside the record and no map from one to the other. The wheel, the records'
+//! wheel links and the private free list are touched only by the owning thread (`Base` is
+//! `Send`, not `Sync`). Other threads reach the base through its [`Shared`] part: slot records,
+//! reserve, notice stack, wake word.
 //!
-//! The slot's deadline in the shared table is the timer's deadline; the wheel entry is filed at
-//! or before it. A re-arm to a later deadline, local or remote, only stores the new deadline: when
-//! the entry comes due the owner finds the later deadline and files the entry again. So a
-//! keepalive refresh touches one slot record and no wheel list, and a remote refresh needs no
-//! message. A re-arm to an earlier deadline moves the entry (at once when local, at the next turn
-//! through a notice when remote).
+//! The slot's deadline is the timer's deadline, and it is also what the wheel files the record
+//! by: a record is filed at or before its deadline (the wheel reads the deadline when it places
+//! the record). A re-arm to a later deadline, local or remote, only stores the new deadline: when
+//! the old placement comes due the wheel (or the owner's fire CAS) finds the later deadline and
+//! files the record again. So a keepalive refresh touches one word of one record and no wheel
+//! list, and a remote refresh needs no message. A re-arm to an earlier deadline moves the record
+//! (at once when local, at the next turn through a notice when remote).
 //!
 //! Local operations touch the slot word with plain loads and stores, except cancel and fire,
 //! which CAS it: another thread may be cancelling or re-arming the same timer, and the CAS is
 //! what decides; and the re-file of a timer pushed later, which CASes the word onto itself so
-//! that a remote re-arm sees the deadline the entry is filed at ("Filing" in
-//! `protocol::slots`). A turn takes the notice stack (one load when it is empty), fires what is due,
+//! that a remote re-arm sees the deadline the record is filed at ("Filing" in
+//! `protocol::slots`; the wheel's own placements keep the same rule). A turn takes the notice stack (one load when it is empty), fires what is due,
 //! and refills the reserve.
 //!
 //! # Given up
-//! - A timer pushed later costs one extra wheel insertion when its old entry comes due, and the
-//!   fd may wake the owner for an entry that only moves.
+//! - A timer pushed later costs one extra wheel insertion when its old placement comes due, and
+//!   the fd may wake the owner for a record that only moves.
+//! - No filed tick is kept apart from the deadline, so the owner cannot tell whether an earlier
+//!   deadline is still later than where the record is filed: every earlier re-arm (local, or a
+//!   remote one's notice) moves the record, where keeping the filed tick would sometimes save
+//!   the move at 8 more bytes a timer.
 //! - With a [`crate::ManualClock`] there is no timerfd: `turn` fires what the manual time makes
 //!   due, and `park` returns at once if something is due, else waits for a remote kick or timeout.
 
@@ -33,12 +42,12 @@ use std::marker::PhantomData;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::time::{Duration, Instant};
 
-use tickwheel::{TimerId, Wheel};
+use tickwheel::raw::RawWheel;
 
 use crate::clock::{duration_to_ns, ns_to_tick_ceil, ns_to_tick_floor, tick_to_ns};
 use crate::error::ScheduleError;
 use crate::handle::Handle;
-use crate::protocol::slots::{Due, word};
+use crate::protocol::slots::{Due, Filing, word};
 use crate::protocol::stack::{NIL, Notices};
 use crate::remote::Remote;
 use crate::shared::{Group, Shared};
@@ -48,24 +57,6 @@ use crate::sync::{Arc, Ordering};
 mod driver;
 
 use driver::Driver;
-
-/// A wheel entry: the slot it belongs to and the payload.
-pub(crate) struct Entry<T> {
-    slot: u32,
-    value: T,
-}
-
-/// Owner-only per-slot record.
-#[derive(Clone, Copy, Default)]
-struct Local {
-    /// The wheel entry of the slot's current arming, while it is in the wheel.
-    id: Option<TimerId>,
-    /// The tick that entry is filed at (at or before the slot's deadline).
-    filed: u64,
-    /// The owner itself retired this arming to `CANCELLED` (it fired or was cancelled while a
-    /// flag was set); its notice frees the slot without counting a remote cancel.
-    retired_here: bool,
-}
 
 /// Owner-only counters.
 #[derive(Default)]
@@ -83,8 +74,8 @@ struct Counters {
 pub struct Base<T> {
     group: Arc<Group<T>>,
     index: usize,
-    wheel: Wheel<Entry<T>>,
-    local: Vec<Local>,
+    /// Links the slot records of this base's table.
+    wheel: RawWheel,
     /// Owner's private free slots (no atomics to take one).
     free: Vec<u32>,
     /// Slots at or above this were never handed out.
@@ -107,7 +98,7 @@ impl<T: Send + 'static> Base<T> {
     pub(crate) fn new(
         group: Arc<Group<T>>,
         index: usize,
-        wheel: Wheel<Entry<T>>,
+        wheel: RawWheel,
         reserve_target: usize,
     ) -> io::Result<Self> {
         let shared = &group.bases[index];
@@ -116,7 +107,6 @@ impl<T: Send + 'static> Base<T> {
             group,
             index,
             wheel,
-            local: Vec::new(),
             free: Vec::new(),
             next_unused: 0,
             reserve_target,
@@ -133,10 +123,6 @@ impl<T: Send + 'static> Base<T> {
 
     fn shared(&self) -> &Shared<T> {
         &self.group.bases[self.index]
-    }
-
-    fn tick_ns(&self) -> u64 {
-        self.group.timeline.tick_ns
     }
 
     fn owns(&self, h: Handle) -> bool {
@@ -212,25 +198,18 @@ impl<T: Send + 'static> Base<T> {
             return Err(ScheduleError::Full(value));
         };
         let tick = ns_to_tick_ceil(deadline_ns, self.tick_ns());
-        let generation = self.shared().slots.arm_local(slot, tick);
+        let generation = self.shared().slots.arm_local(slot, tick, value);
         self.forward_clock();
-        match self.wheel.insert(tick, Entry { slot, value }) {
-            Ok(id) => {
-                self.local[slot as usize] = Local {
-                    id: Some(id),
-                    filed: tick,
-                    retired_here: false,
-                };
-                self.counters.scheduled += 1;
-                self.arm_if_earlier(self.wheel.expiry(id).unwrap_or(tick));
-                Ok(self.group.handle(self.index, slot, generation))
-            }
-            Err(full) => {
-                self.shared().slots.unarm_local(slot, generation);
-                self.free.push(slot);
-                Err(ScheduleError::Full(full.into_inner().value))
-            }
-        }
+        self.file(slot, tick);
+        self.counters.scheduled += 1;
+        Ok(self.group.handle(self.index, slot, generation))
+    }
+
+    /// Links an unfiled record into the wheel at `tick` and arms the fd if that is earlier.
+    fn file(&mut self, slot: u32, tick: u64) {
+        let (wheel, mut filing) = self.filing();
+        let expiry = wheel.link(&mut filing, slot, tick);
+        self.arm_if_earlier(expiry);
     }
 
     /// Cancels `h` (of any base in the set). `true`: it will never fire. `false`: it fired, is
@@ -242,14 +221,12 @@ impl<T: Send + 'static> Base<T> {
         let Some(freed) = self.shared().slots.cancel_local(h.slot, h.generation) else {
             return false;
         };
-        let local = &mut self.local[h.slot as usize];
-        let id = local.id.take();
-        // A flagged slot (remote re-arm in flight, notice pending, payload in its cell) is left
-        // cancelled; its notice frees it.
-        local.retired_here = !freed;
-        if let Some(id) = id {
-            self.drop_entry(h.slot, id);
-        }
+        // A pending timer of ours whose payload no remote holds (`CELL` is clear once the
+        // owner has taken the notice, and a slot is filed only after that).
+        self.drop_filed(h.slot);
+        // A flagged slot (remote re-arm in flight, notice pending) is left cancelled; its notice
+        // frees it.
+        self.filing().1.set_unfiled(h.slot, !freed);
         if freed {
             self.free.push(h.slot);
         }
@@ -259,7 +236,7 @@ impl<T: Send + 'static> Base<T> {
 
     /// Re-arms `h` to fire `delay` from now, in place (the handle stays valid). False if it is
     /// not pending (fired, cancelled, stale or foreign). A later deadline stores one word; an
-    /// earlier one moves the wheel entry. A handle of another base of the set is re-armed as
+    /// earlier one moves the record in the wheel. A handle of another base of the set is re-armed as
     /// [`Remote::reset_after`] does. A timer another thread scheduled on this base can be re-armed
     /// before the owner has filed it.
     pub fn reset_after(&mut self, h: Handle, delay: Duration) -> bool {
@@ -282,25 +259,22 @@ impl<T: Send + 'static> Base<T> {
             return false;
         };
         if tick < old {
-            // Earlier than before: the entry may be filed too late (the keepalive refresh, always
-            // later, stops above without reading the owner's per-slot record).
-            let local = self.local[h.slot as usize];
-            if let Some(id) = local.id
-                && tick < local.filed
-            {
-                self.move_earlier(h.slot, id, tick);
-            }
+            // Earlier than before: the record may be filed too late (the keepalive refresh,
+            // always later, stops above having touched the deadline and nothing else). A timer a
+            // remote scheduled is filed when its notice is taken, at the deadline then.
+            self.move_earlier(h.slot, tick);
         }
         true
     }
 
-    /// Moves a filed entry to an earlier tick.
-    fn move_earlier(&mut self, slot: u32, id: TimerId, tick: u64) {
+    /// Moves a record, if filed, to an earlier tick.
+    fn move_earlier(&mut self, slot: u32, tick: u64) {
         self.forward_clock();
-        let moved = self.wheel.reset(id, tick);
-        debug_assert!(moved, "slot {slot}: filed entry missing");
-        self.local[slot as usize].filed = tick;
-        self.arm_if_earlier(self.wheel.expiry(id).unwrap_or(tick));
+        let (wheel, mut filing) = self.filing();
+        if filing.is_filed(slot) {
+            let expiry = wheel.relink(&mut filing, slot, tick);
+            self.arm_if_earlier(expiry);
+        }
     }
 
     /// Does the base's work, without blocking: reads the clock once, advances the wheel to now in
@@ -374,7 +348,9 @@ impl<T: Send + 'static> Base<T> {
             cancelled_local: self.counters.cancelled_local,
             cancelled_remote: self.counters.cancelled_remote,
             reserve_empty: refused,
-            refiled: self.counters.refiled,
+            // Filed again by the owner (the deadline read at firing) or by the wheel (read when
+            // the placement came due).
+            refiled: self.counters.refiled + self.wheel.stats().replaced,
             cascades: self.wheel.stats().cascades,
             lateness: self.counters.lateness.summary(),
         }
@@ -394,21 +370,16 @@ impl<T: Send + 'static> Base<T> {
     /// new timer as if its delay were longer, on a coarser level, later than the mode promises.
     /// Costs a comparison when the wheel is current, one `next_expiry` when it is not.
     fn forward_clock(&mut self) {
-        let now_tick = ns_to_tick_floor(self.now_ns, self.tick_ns());
+        let now_tick = self.now_tick();
         if self.wheel.now() >= now_tick || self.wheel.next_expiry().is_some_and(|t| t <= now_tick) {
             return;
         }
         // `next_expiry` is never later than the first timer to fire, so this poll fires nothing;
         // should it ever, the timer is filed again as due rather than lost.
-        if let Some((_, entry)) = self.wheel.poll(now_tick) {
-            debug_assert!(false, "forwarding the clock fired slot {}", entry.slot);
-            let slot = entry.slot;
-            let id = self
-                .wheel
-                .insert(now_tick, entry)
-                .unwrap_or_else(|_| unreachable!());
-            self.local[slot as usize].id = Some(id);
-            self.local[slot as usize].filed = now_tick;
+        let (wheel, mut filing) = self.filing();
+        if let Some(slot) = wheel.poll(&mut filing, now_tick) {
+            debug_assert!(false, "forwarding the clock fired slot {slot}");
+            wheel.link(&mut filing, slot, now_tick);
         }
     }
 
@@ -419,16 +390,16 @@ impl<T: Send + 'static> Base<T> {
             let shared = &self.group.bases[self.index];
             // Before the flag is cleared: from then on the slot may be pushed again.
             let next = Notices::next(&shared.slots, slot);
-            let (w, value) = shared.slots.take_notice(slot);
-            self.on_notice(slot, w, value);
+            let w = shared.slots.take_notice(slot);
+            self.on_notice(slot, w);
             slot = next;
         }
     }
 
-    /// One notice: `w` is the slot's word as the take found it, `value` the payload of a remote
-    /// schedule.
-    fn on_notice(&mut self, slot: u32, w: u64, value: Option<T>) {
-        let local = self.local[slot as usize];
+    /// One notice: `w` is the slot's word as the take found it (with `CELL`, a remote schedule
+    /// whose payload the owner now holds in the cell).
+    fn on_notice(&mut self, slot: u32, w: u64) {
+        let remote_schedule = w & word::CELL != 0;
         match word::state(w) {
             word::PENDING => {
                 let deadline = self.shared().slots.deadline(slot);
@@ -437,44 +408,33 @@ impl<T: Send + 'static> Base<T> {
                 let tick = if w & word::RESETTING == 0 {
                     deadline
                 } else {
-                    deadline.min(ns_to_tick_floor(self.now_ns, self.tick_ns()).saturating_add(1))
+                    deadline.min(self.now_tick().saturating_add(1))
                 };
-                if let Some(value) = value {
-                    // A remote schedule: file it.
+                if remote_schedule {
                     self.counters.scheduled += 1;
-                    let inserted = self.wheel.insert(tick, Entry { slot, value });
-                    // The wheel's capacity equals the slot table's, and this slot is one of them.
-                    let id = inserted
-                        .unwrap_or_else(|_| unreachable!("wheel full below its slot count"));
-                    self.local[slot as usize] = Local {
-                        id: Some(id),
-                        filed: tick,
-                        retired_here: false,
-                    };
-                    self.arm_if_earlier(self.wheel.expiry(id).unwrap_or(tick));
-                } else if let Some(id) = local.id
-                    && tick < local.filed
-                {
+                    self.file(slot, tick);
+                } else {
                     // A remote re-arm to an earlier deadline.
-                    self.move_earlier(slot, id, tick);
+                    self.move_earlier(slot, tick);
                 }
             }
             word::CANCELLED => {
-                if value.is_some() {
+                if remote_schedule {
                     // A remote schedule cancelled before the owner filed it: dropped here.
                     self.counters.scheduled += 1;
-                    drop(value);
+                    // SAFETY: `take_notice` cleared `CELL` for us: the payload is ours.
+                    drop(unsafe { self.filing().1.take_payload(slot) });
                 }
-                if let Some(id) = local.id {
-                    self.drop_entry(slot, id);
-                }
+                self.drop_filed(slot);
                 if w & word::RESETTING == 0 {
                     // No flag left: the slot is ours to free. (With a re-arm in flight, that
                     // re-arm queues the slot again when it is done.)
-                    if !local.retired_here {
+                    let mut filing = self.filing().1;
+                    let retired_here = filing.retired_here(slot);
+                    filing.set_unfiled(slot, false);
+                    if !retired_here {
                         self.counters.cancelled_remote += 1;
                     }
-                    self.local[slot as usize].retired_here = false;
                     self.shared().slots.free_cancelled(slot);
                     self.free.push(slot);
                 }
@@ -487,15 +447,20 @@ impl<T: Send + 'static> Base<T> {
         let tick_ns = self.tick_ns();
         let now_tick = ns_to_tick_floor(now_ns, tick_ns);
         let mut fired = 0;
-        while let Some((_, Entry { slot, value })) = self.wheel.poll(now_tick) {
-            self.local[slot as usize].id = None;
+        loop {
+            let (wheel, mut filing) = self.filing();
+            let Some(slot) = wheel.poll(&mut filing, now_tick) else {
+                break;
+            };
             match self.group.bases[self.index].slots.take_due(slot, now_tick) {
                 Due::Fire { freed, deadline } => {
                     debug_assert!(deadline <= now_tick, "fired early: {deadline} > {now_tick}");
+                    let mut filing = self.filing().1;
+                    filing.set_unfiled(slot, !freed);
+                    // SAFETY: the fire CAS retired the arming: the payload is ours to hand out.
+                    let value = unsafe { filing.take_payload(slot) };
                     if freed {
                         self.free.push(slot);
-                    } else {
-                        self.local[slot as usize].retired_here = true;
                     }
                     let late = now_ns.saturating_sub(tick_to_ns(deadline, tick_ns));
                     self.counters.lateness.record(late);
@@ -506,13 +471,17 @@ impl<T: Send + 'static> Base<T> {
                 Due::Refile(tick) => {
                     // Pushed later (or a remote re-arm is storing its deadline): file it again.
                     self.counters.refiled += 1;
-                    let inserted = self.wheel.insert(tick, Entry { slot, value });
-                    let id =
-                        inserted.unwrap_or_else(|_| unreachable!("the entry just left the wheel"));
-                    self.local[slot as usize].id = Some(id);
-                    self.local[slot as usize].filed = tick;
+                    let (wheel, mut filing) = self.filing();
+                    wheel.link(&mut filing, slot, tick);
                 }
-                Due::Cancelled => drop(value),
+                Due::Cancelled => {
+                    // A remote cancel won; its notice frees the slot.
+                    let mut filing = self.filing().1;
+                    filing.set_unfiled(slot, false);
+                    // SAFETY: the slot was filed, so the payload is the owner's, and the cancel
+                    // that won left it to the owner.
+                    drop(unsafe { filing.take_payload(slot) });
+                }
             }
         }
         fired
@@ -536,7 +505,6 @@ impl<T: Send + 'static> Base<T> {
         if (self.next_unused as usize) < self.slot_capacity() {
             let slot = self.next_unused;
             self.next_unused += 1;
-            self.local.push(Local::default());
             Some(slot)
         } else {
             None
@@ -566,15 +534,38 @@ impl<T: Send + 'static> Base<T> {
                 .store(exhausted, Ordering::Relaxed);
         }
     }
+}
 
-    fn drop_entry(&mut self, slot: u32, id: TimerId) {
-        self.local[slot as usize].id = None;
-        let entry = self.wheel.cancel(id);
-        debug_assert!(
-            entry.as_ref().is_some_and(|e| e.slot == slot),
-            "slot {slot} map out of sync"
-        );
-        drop(entry);
+/// What the owner's steps share with `Drop`, which cannot ask for `T: Send`.
+impl<T> Base<T> {
+    fn tick_ns(&self) -> u64 {
+        self.group.timeline.tick_ns
+    }
+
+    /// The base's clock in ticks, as of its last reading.
+    fn now_tick(&self) -> u64 {
+        ns_to_tick_floor(self.now_ns, self.tick_ns())
+    }
+
+    /// The wheel and the table's records as its link storage, lent together.
+    fn filing(&mut self) -> (&mut RawWheel, Filing<'_, T>) {
+        let now_tick = self.now_tick();
+        let slots = &self.group.bases[self.index].slots;
+        // SAFETY: this is the owning thread (`Base` is not `Sync`, and only it builds a
+        // `Filing` of its table), and `&mut self` keeps this the only `Filing` alive.
+        (&mut self.wheel, unsafe { Filing::new(slots, now_tick) })
+    }
+
+    /// Takes a filed record out of the wheel and drops its payload; nothing if it is not filed.
+    fn drop_filed(&mut self, slot: u32) {
+        let (wheel, mut filing) = self.filing();
+        if filing.is_filed(slot) {
+            wheel.unlink(&mut filing, slot);
+            filing.set_unfiled(slot, false);
+            // SAFETY: a filed record's payload is the owner's (`CELL` was cleared before it was
+            // filed), and it leaves the wheel here, so it is read once.
+            drop(unsafe { filing.take_payload(slot) });
+        }
     }
 }
 
@@ -601,7 +592,9 @@ impl<T> Drop for Base<T> {
         // Cancels and re-arms of timers that were pending now report false.
         shared.slots.retire_pending(self.next_unused);
         // Pending payloads in the wheel are dropped here, on the owner's thread.
-        self.wheel.clear();
+        for slot in 0..self.next_unused {
+            self.drop_filed(slot);
+        }
     }
 }
 

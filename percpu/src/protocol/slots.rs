@@ -2,11 +2,26 @@
 //! cross-core race.
 //!
 //! # Model
-//! A record holds the slot's *word* (generation, sequence, flags, state), its *deadline* (a tick),
-//! a *link* (the slot's place on one of the base's stacks, see [`crate::protocol::stack`]) and a
-//! *cell* for a payload on its way from a remote scheduler to the owner. A [`crate::Handle`]
-//! carries the generation it was issued with, so it names one arming of one slot: when the slot
-//! is freed the generation moves on and every old handle misses.
+//! A record is everything a base knows about one timer: the slot's *word* (generation, sequence,
+//! flags, state), its *deadline* (a tick), a *link* (the slot's place on one of the base's stacks,
+//! see [`crate::protocol::stack`]), the *filing* (the owner's wheel links: `next`, `prev` and the
+//! wheel list the record is on, see [`Filing`]) and the *cell*, which holds the payload for the
+//! timer's whole life: written by whoever arms the slot, read out by the owner when it fires or
+//! dropped when it is cancelled. A [`crate::Handle`] carries the generation it was issued with, so
+//! it names one arming of one slot: when the slot is freed the generation moves on and every old
+//! handle misses.
+//!
+//! # Layout
+//! A record is 40 bytes with a `u64` payload (word 8, deadline 8, payload 8, link 4, filing 12),
+//! packed: 64 / 40 is not whole, so most lines hold parts of two records and some records
+//! straddle two lines. Other threads touch the word, the deadline and the link (a remote re-arm
+//! writes the word and deadline, a cancel the word, a remote schedule also the cell); the filing
+//! is the owner's alone. A remote write to one record so also takes the line of a neighbour's
+//! record from the owner (false sharing with at most the two neighbours), which costs the owner
+//! one transfer the next time it touches that neighbour; padding each record to a line of its
+//! own would remove that at 64 bytes a timer, 1.6x the memory and 1.6x the lines a wheel walk
+//! misses. Timers that remote threads re-arm are a minority of those a server holds, and the
+//! owner touches a record only when it is armed, moved, fired or cancelled, so the packing wins.
 //!
 //! The word, low bits first: `state` (2 bits: FREE, PENDING, CANCELLED), then three flags,
 //! `QUEUED` (the slot is on the base's notice stack), `RESETTING` (a remote thread is writing the
@@ -16,7 +31,6 @@
 //! | transition                                   | by                          | operation |
 //! |----------------------------------------------|-----------------------------|-----------|
 //! | `FREE(g)` → `PENDING(g)`                     | owner, local schedule       | store     |
-//! | `PENDING(g)` → `FREE(g)`                     | owner, before the handle escaped (its wheel was full) | store |
 //! | `FREE(g)` → `PENDING(g)+QUEUED+CELL`         | remote holding the slot     | store     |
 //! | `PENDING` → `PENDING+RESETTING`              | remote re-arm               | CAS       |
 //! | `PENDING+RESETTING` → `PENDING(seq+1)` (+`QUEUED` if earlier) | that re-arm, done | CAS |
@@ -30,16 +44,19 @@
 //!
 //! # Invariants
 //! - Exactly one thread wins the way out of a published `PENDING(g)`: every leaver uses a CAS on
-//!   this word (the one plain store out of `PENDING` undoes an arming whose handle never left the
-//!   owner), so "fired" and "cancelled" exclude each other, and a cancel that returns true means
-//!   the timer never fires.
+//!   this word, so "fired" and "cancelled" exclude each other, and a cancel that returns true
+//!   means the timer never fires.
+//! - The cell holds a payload iff the slot is armed and its payload has not been taken: while
+//!   `CELL` is set it is the remote scheduler's (in transit, read only by whoever clears `CELL`),
+//!   otherwise the owner's, which reads it out when the timer fires and drops it when it is
+//!   cancelled.
 //! - A slot is freed only with no flag set: `QUEUED` means its link is in use by the notice
 //!   stack, `RESETTING` that a remote thread may still store its deadline, `CELL` that a payload
 //!   sits in its cell. The owner retires a flagged slot to `CANCELLED` instead, and frees it when
 //!   the notice comes round (whoever clears the last flag of a `CANCELLED` slot makes sure it is
 //!   queued). So no thread ever writes a record that has moved on to another arming.
-//! - The deadline of a `PENDING` slot is its truth; the owner's wheel entry may be earlier (the
-//!   owner re-files it when it comes due), never later, except while the slot is `QUEUED` (a
+//! - The deadline of a `PENDING` slot is its truth; where the owner's wheel files the record (its
+//!   *entry* below) may be earlier (it is filed again when that comes due), never later, except while the slot is `QUEUED` (a
 //!   remote re-arm to an earlier deadline queues a notice so the owner moves the entry) and by
 //!   one tick after a re-file, or a filing from a notice, during `RESETTING` (the re-arm then
 //!   stores a deadline that is already due). "Filing" below says how the owner keeps this while
@@ -66,12 +83,17 @@
 //! own re-arm is a plain store (the keepalive refresh touches no other word), so that bound holds
 //! only if the owner never files an entry at a deadline the re-arm cannot see. The rule, kept by
 //! every place that files an entry at a deadline read from the record (`take_due` re-filing a
-//! timer pushed later, the owner filing from a notice):
+//! timer pushed later, the owner filing from a notice, and the wheel itself, which reads the
+//! deadline through [`Filing`] whenever it places a record: a cascade, or a bucket that came due
+//! holding a record pushed later):
 //! - the read follows a Release RMW on the word (`take_due`'s CAS of the word onto itself,
-//!   `take_notice`'s fetch_and), so a re-arm that sets `RESETTING` after that RMW synchronises with
-//!   it and reads that deadline or a newer one;
+//!   `take_notice`'s fetch_and, the wheel's read's `fetch_or(0)`), so a re-arm that sets
+//!   `RESETTING` after that RMW synchronises with it and reads that deadline or a newer one;
 //! - a re-arm that set `RESETTING` before it is seen in the word: `take_due` re-files one tick
-//!   ahead, and the owner files a noticed slot no later than the next tick, to look again then.
+//!   ahead, and the owner files a noticed slot, or the wheel places a record, no later than the
+//!   next tick, to look again then;
+//! - the wheel's read needs neither for a deadline at or before the base's clock: such a record
+//!   comes due in this turn's drain or the next, where `take_due` decides.
 //!
 //! Entries move earlier (a local earlier re-arm, a notice) freely: an earlier entry only costs a
 //! look.
@@ -154,15 +176,34 @@ fn retired(w: u64) -> (u64, bool) {
     }
 }
 
-/// One slot's shared record.
+/// One slot's record: the one record of its timer.
 pub(crate) struct Record<T> {
     word: AtomicU64,
     /// Deadline tick of the current arming.
     deadline: AtomicU64,
     /// Next slot on whichever stack holds this one.
     pub(crate) link: AtomicU32,
+    /// The owner's wheel links; only the owning base's thread touches them (see [`Filing`]).
+    filing: UnsafeCell<WheelLinks>,
+    /// The payload of the current arming, while it is pending (and until the owner takes it).
     cell: UnsafeCell<MaybeUninit<T>>,
 }
+
+/// A record's wheel links, owner-only.
+#[derive(Clone, Copy, Debug, Default)]
+struct WheelLinks {
+    next: u32,
+    prev: u32,
+    /// `UNFILED`, `RETIRED_HERE`, or the wheel list the record is on plus one.
+    list: u32,
+}
+
+/// Not in the owner's wheel (zero, so a zeroed record is unfiled).
+const UNFILED: u32 = 0;
+/// Not in the owner's wheel, and the owner itself retired this arming to `CANCELLED` (it fired or
+/// was cancelled while a flag was set): its notice frees the slot without counting a remote
+/// cancel.
+const RETIRED_HERE: u32 = u32::MAX;
 
 /// What a cancel found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -211,9 +252,10 @@ pub struct SlotTable<T> {
 }
 
 // SAFETY: the records' atomics are shared by design; a cell's payload is written by the one thread
-// holding the slot (a remote scheduler, with the slot popped from the reserve) and taken by the one
-// thread that clears `CELL` (a fetch_and tells exactly one caller it held the flag), so a `T` only
-// moves between threads, never shared: `T: Send` suffices.
+// holding the slot (the owner, or a remote scheduler with the slot popped from the reserve), and
+// after a remote write it is handed on by the one thread that clears `CELL` (a fetch_and tells
+// exactly one caller it held the flag); otherwise only the owner touches it, as it alone touches
+// the filing (see `Filing`). So a `T` only moves between threads, never shared: `T: Send` suffices.
 unsafe impl<T: Send> Sync for SlotTable<T> {}
 // SAFETY: as above.
 unsafe impl<T: Send> Send for SlotTable<T> {}
@@ -258,9 +300,15 @@ impl<T> SlotTable<T> {
         self.records[slot as usize].deadline.load(Ordering::Relaxed)
     }
 
-    /// Owner, local schedule of a slot it holds: `FREE(g)` → `PENDING(g)`; returns `g`.
-    pub fn arm_local(&self, slot: u32, tick: u64) -> u32 {
+    /// Owner, local schedule of a slot it holds: puts `value` in the cell, `FREE(g)` →
+    /// `PENDING(g)`; returns `g`. The payload is the owner's from here on (see
+    /// [`take_payload`](Self::take_payload)).
+    pub fn arm_local(&self, slot: u32, tick: u64, value: T) -> u32 {
         let r = &self.records[slot as usize];
+        // SAFETY: the owner holds the slot (free on its private list or never used), so no other
+        // thread reads or writes its cell; the cell holds no payload (`FREE`).
+        r.cell
+            .with_mut(|p| unsafe { p.write(MaybeUninit::new(value)) });
         // Relaxed: the holder freed the slot itself or received it through a stack, so it sees
         // the latest FREE word, and nobody else writes a FREE word.
         let g = word::generation(r.word.load(Ordering::Relaxed));
@@ -268,14 +316,6 @@ impl<T> SlotTable<T> {
         // Relaxed: the handle reaches other threads only through a synchronising channel.
         r.word.store(word::pack(g, PENDING), Ordering::Relaxed);
         g
-    }
-
-    /// Owner: undoes [`SlotTable::arm_local`] before the handle escaped.
-    pub fn unarm_local(&self, slot: u32, g: u32) {
-        // Relaxed: nobody else knows generation `g` of this slot yet.
-        self.records[slot as usize]
-            .word
-            .store(word::pack(g, FREE), Ordering::Relaxed);
     }
 
     /// Remote holding a slot from the reserve: puts `value` in the cell and arms it queued; the
@@ -455,9 +495,10 @@ impl<T> SlotTable<T> {
         }
     }
 
-    /// Whoever took `slot` off the notice stack: clears `QUEUED` (and `CELL`, returning the
-    /// payload if the cell held one). Returns the word as it was, flags included.
-    pub(crate) fn take_notice(&self, slot: u32) -> (u64, Option<T>) {
+    /// Whoever took `slot` off the notice stack: clears `QUEUED` and `CELL`. Returns the word as
+    /// it was, flags included; with `CELL` in it, the caller now holds the payload a remote
+    /// scheduler left in the cell ([`take_payload`](Self::take_payload)).
+    pub(crate) fn take_notice(&self, slot: u32) -> u64 {
         let r = &self.records[slot as usize];
         // Acquire: the notice stack's take already made the cell and the deadline stored before
         // the push visible; a re-arm may have moved the deadline since (a queued slot gets no
@@ -470,12 +511,21 @@ impl<T> SlotTable<T> {
             w & QUEUED != 0,
             "slot {slot} on the notice stack but not queued"
         );
-        let value = (w & CELL != 0).then(|| {
-            // SAFETY: the fetch_and cleared `CELL` and returned it set, so this caller alone owns
-            // the payload the remote scheduler wrote (made visible by the stack's Acquire take).
-            r.cell.with_mut(|p| unsafe { p.read().assume_init() })
-        });
-        (w, value)
+        w
+    }
+
+    /// Reads the payload out of `slot`'s cell.
+    ///
+    /// # Safety
+    /// The caller holds the payload: it is the owner of a pending or just retired slot whose
+    /// payload nobody has taken, or it cleared `CELL` ([`take_notice`](Self::take_notice)
+    /// returned it set). The cell is uninitialised afterwards.
+    pub(crate) unsafe fn take_payload(&self, slot: u32) -> T {
+        // SAFETY: the caller holds the payload (above), so the cell is initialised and no other
+        // thread touches it.
+        self.records[slot as usize]
+            .cell
+            .with_mut(|p| unsafe { p.read().assume_init() })
     }
 
     /// Owner: `CANCELLED` with no flag → `FREE(g+1)`.
@@ -516,10 +566,158 @@ impl<T> SlotTable<T> {
     }
 }
 
+/// The owner's view of its table as the wheel's link storage: the wheel links the records
+/// themselves (`tickwheel::raw`), so a timer is one record and not a record plus a wheel entry.
+///
+/// Only the owning base's thread builds one, and only one at a time (the base lends it from
+/// `&mut self`); that is what makes the filing fields, which no other thread touches, safe to
+/// read and write through it.
+pub(crate) struct Filing<'a, T> {
+    slots: &'a SlotTable<T>,
+    /// The base's clock, in ticks: a deadline at or before it is filed without publishing it.
+    now_tick: u64,
+}
+
+impl<'a, T> Filing<'a, T> {
+    /// The owner's filing of `slots`, its clock at `now_tick`.
+    ///
+    /// # Safety
+    /// Called by the thread that owns the base of `slots`, with no other `Filing` of the same
+    /// table alive.
+    pub(crate) unsafe fn new(slots: &'a SlotTable<T>, now_tick: u64) -> Self {
+        Self { slots, now_tick }
+    }
+
+    fn links(&self, slot: u32) -> WheelLinks {
+        // SAFETY: this thread owns the base and holds the only `Filing` (see `new`); no other
+        // thread touches a record's filing.
+        self.slots.records[slot as usize]
+            .filing
+            .with(|p| unsafe { *p })
+    }
+
+    fn update(&mut self, slot: u32, f: impl FnOnce(&mut WheelLinks)) {
+        // SAFETY: as in `links`; `&mut self` keeps this the only access in flight.
+        self.slots.records[slot as usize]
+            .filing
+            .with_mut(|p| f(unsafe { &mut *p }));
+    }
+
+    /// True if `slot` is in the owner's wheel.
+    pub(crate) fn is_filed(&self, slot: u32) -> bool {
+        !matches!(self.links(slot).list, UNFILED | RETIRED_HERE)
+    }
+
+    /// Records that `slot` left the wheel (handed out by a poll, or unlinked), and whether the
+    /// owner retired its arming with a flag set.
+    pub(crate) fn set_unfiled(&mut self, slot: u32, retired_here: bool) {
+        self.update(slot, |l| {
+            l.list = if retired_here { RETIRED_HERE } else { UNFILED }
+        });
+    }
+
+    /// True if the owner retired `slot`'s arming itself (see [`set_unfiled`](Self::set_unfiled)).
+    pub(crate) fn retired_here(&self, slot: u32) -> bool {
+        self.links(slot).list == RETIRED_HERE
+    }
+
+    /// Reads the payload of the owner's `slot` out of its cell: a timer that fired, or one of its
+    /// own that it cancelled.
+    ///
+    /// # Safety
+    /// The owner holds the payload (see [`SlotTable::take_payload`]).
+    pub(crate) unsafe fn take_payload(&mut self, slot: u32) -> T {
+        // SAFETY: forwarded.
+        unsafe { self.slots.take_payload(slot) }
+    }
+
+    /// The tick to file `slot` at, from its deadline, keeping the rule of "Filing" in the module
+    /// doc: a deadline at or before the clock is filed as it is (the entry comes due this turn or
+    /// the next, and `take_due` decides then); a later one is read after a Release RMW on the
+    /// word, so that a remote re-arm that starts after it sees that deadline or a newer one, and
+    /// with a re-arm already in flight the entry is filed one tick ahead, to look again then.
+    fn filing_tick(&self, slot: u32) -> u64 {
+        let r = &self.slots.records[slot as usize];
+        // Relaxed: the owner's own store, or a remote's that a later look corrects (above).
+        let deadline = r.deadline.load(Ordering::Relaxed);
+        if deadline <= self.now_tick {
+            return deadline;
+        }
+        // Release: publishes the deadline stores this thread made before (see "Filing").
+        // Acquire: a re-arm done before this RMW has its deadline seen by the load below.
+        let w = r.word.fetch_or(0, Ordering::AcqRel);
+        let deadline = r.deadline.load(Ordering::Relaxed);
+        if w & RESETTING != 0 {
+            deadline.min(self.now_tick.saturating_add(1))
+        } else {
+            deadline
+        }
+    }
+}
+
+impl<T> tickwheel::raw::Links for Filing<'_, T> {
+    #[inline]
+    fn next(&self, index: u32) -> u32 {
+        self.links(index).next
+    }
+
+    #[inline]
+    fn set_next(&mut self, index: u32, next: u32) {
+        self.update(index, |l| l.next = next);
+    }
+
+    #[inline]
+    fn prev(&self, index: u32) -> u32 {
+        self.links(index).prev
+    }
+
+    #[inline]
+    fn set_prev(&mut self, index: u32, prev: u32) {
+        self.update(index, |l| l.prev = prev);
+    }
+
+    #[inline]
+    fn list(&self, index: u32) -> u32 {
+        self.links(index).list.wrapping_sub(1)
+    }
+
+    #[inline]
+    fn set_list(&mut self, index: u32, list: u32) {
+        self.update(index, |l| l.list = list.wrapping_add(1));
+    }
+
+    /// The deadline itself is the expiry: there is no filed tick to keep apart from it (a Coarse
+    /// placement's rounding is the wheel's to recompute).
+    #[inline]
+    fn expiry(&self, index: u32) -> u64 {
+        self.filing_tick(index)
+    }
+
+    #[inline]
+    fn set_expiry(&mut self, _index: u32, _expiry: u64) {}
+
+    #[inline]
+    fn unlink_fields(&self, index: u32) -> (u32, u32, u32) {
+        let l = self.links(index);
+        (l.next, l.prev, l.list.wrapping_sub(1))
+    }
+
+    #[inline]
+    fn set_head(&mut self, index: u32, next: u32, list: u32, _expiry: u64) {
+        self.update(index, |l| {
+            *l = WheelLinks {
+                next,
+                prev: tickwheel::raw::NIL,
+                list: list.wrapping_add(1),
+            }
+        });
+    }
+}
+
 impl<T> Drop for SlotTable<T> {
     fn drop(&mut self) {
-        // Exclusive access: drop the payloads still in cells (schedules that raced a closing base
-        // and were not drained).
+        // Exclusive access: drop the payloads still in transit (schedules that raced a closing
+        // base and were not drained). The owner's payloads went with its base.
         for r in self.records.iter_mut() {
             let w = r.word.load(Ordering::Relaxed);
             if w & CELL != 0 {
@@ -532,7 +730,8 @@ impl<T> Drop for SlotTable<T> {
 }
 
 /// `len` records of zero bytes, allocated zeroed so an untouched part of a large table costs no
-/// memory. All zeroes is a valid record: atomics at 0, a cell of `MaybeUninit` (any bits).
+/// memory. All zeroes is a valid record: atomics at 0, an unfiled filing, a cell of
+/// `MaybeUninit` (any bits).
 #[cfg(not(loom))]
 fn zeroed_records<T>(len: usize) -> Box<[Record<T>]> {
     use std::alloc::{Layout, alloc_zeroed, handle_alloc_error};
@@ -562,6 +761,7 @@ impl<T> Record<T> {
             word: AtomicU64::new(0),
             deadline: AtomicU64::new(0),
             link: AtomicU32::new(0),
+            filing: UnsafeCell::new(WheelLinks::default()),
             cell: UnsafeCell::new(MaybeUninit::uninit()),
         }
     }
@@ -571,6 +771,12 @@ impl<T> Record<T> {
 mod tests {
     use super::word::*;
     use super::*;
+
+    #[test]
+    fn a_record_is_40_bytes_with_a_u64_payload() {
+        // Word, deadline, payload, stack link and the three wheel links: the timer's only record.
+        assert_eq!(std::mem::size_of::<Record<u64>>(), 40);
+    }
 
     #[test]
     fn word_fields_do_not_overlap() {
@@ -594,11 +800,11 @@ mod tests {
     #[test]
     fn cancel_then_fire_loses_fire() {
         let t = SlotTable::<u64>::new(4);
-        let g = t.arm_local(2, 10);
+        let g = t.arm_local(2, 10, 0);
         assert_eq!(t.cancel(2, g), Cancel::Won { queue: true });
         assert_eq!(t.cancel(2, g), Cancel::Lost, "second cancel must lose");
         assert_eq!(t.take_due(2, 10), Due::Cancelled);
-        assert_eq!(t.take_notice(2).1, None);
+        assert_eq!(t.take_notice(2) & CELL, 0);
         t.free_cancelled(2);
         assert_eq!(t.load(2), pack(g + 1, FREE));
     }
@@ -606,7 +812,7 @@ mod tests {
     #[test]
     fn fire_then_cancel_loses_cancel_and_stale_handle_misses() {
         let t = SlotTable::<u64>::new(1);
-        let g = t.arm_local(0, 5);
+        let g = t.arm_local(0, 5, 0);
         assert_eq!(t.take_due(0, 4), Due::Refile(5), "never early");
         assert_eq!(
             t.take_due(0, 5),
@@ -616,7 +822,7 @@ mod tests {
             }
         );
         assert_eq!(t.cancel(0, g), Cancel::Lost);
-        let g2 = t.arm_local(0, 9);
+        let g2 = t.arm_local(0, 9, 0);
         assert_ne!(g, g2);
         assert_eq!(t.cancel(0, g), Cancel::Lost, "stale generation");
         assert_eq!(t.rearm(0, g, 50), Rearm::Lost, "stale generation");
@@ -626,7 +832,7 @@ mod tests {
     #[test]
     fn later_rearm_sends_nothing_and_defers_the_fire() {
         let t = SlotTable::<u64>::new(1);
-        let g = t.arm_local(0, 10);
+        let g = t.arm_local(0, 10, 0);
         assert_eq!(t.rearm(0, g, 30), Rearm::Done { queue: false });
         assert_eq!(t.take_due(0, 10), Due::Refile(30));
         assert_eq!(
@@ -647,7 +853,7 @@ mod tests {
             },
             "queued: left cancelled"
         );
-        assert_eq!(t.take_notice(0).0 & STATE, CANCELLED);
+        assert_eq!(t.take_notice(0) & STATE, CANCELLED);
         t.free_cancelled(0);
         assert_eq!(t.load(0), pack(g + 1, FREE));
     }
@@ -661,8 +867,12 @@ mod tests {
             Cancel::Won { queue: false },
             "already queued"
         );
-        let (w, v) = t.take_notice(1);
-        assert_eq!((state(w), v.as_deref()), (CANCELLED, Some("x")));
+        let w = t.take_notice(1);
+        assert_eq!(state(w), CANCELLED);
+        assert_ne!(w & CELL, 0, "the payload is the taker's");
+        // SAFETY: `take_notice` returned `CELL`: this thread holds the payload.
+        assert_eq!(unsafe { t.take_payload(1) }, "x");
+        assert_eq!(t.load(1) & CELL, 0);
         t.free_cancelled(1);
         drop(t); // no double drop of the taken payload
     }
@@ -691,7 +901,7 @@ mod tests {
         t.records[0]
             .word
             .store(pack(u32::MAX, FREE), Ordering::Relaxed);
-        let g = t.arm_local(0, 0);
+        let g = t.arm_local(0, 0, 0);
         assert_eq!(
             t.take_due(0, 0),
             Due::Fire {
