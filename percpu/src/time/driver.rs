@@ -262,6 +262,11 @@ impl Driver {
         }
     }
 
+    /// The handle of this base's timer in `slot` at `generation` (a sleep keeps only those two).
+    pub(super) fn handle(&self, slot: u32, generation: u32) -> Handle {
+        self.remote.group.handle(self.index, slot, generation)
+    }
+
     /// Schedules arming `seq` of `cell` on the held base.
     pub(super) fn schedule_held(
         &self,
@@ -274,7 +279,10 @@ impl Driver {
             .base
             .schedule_at(deadline.into_std(), cell::payload(cell, seq))
         {
-            Ok(h) => h,
+            Ok(h) => {
+                debug_assert_eq!(h, self.handle(h.slot, h.generation), "a foreign handle");
+                h
+            }
             Err(e) => panic!("tickwheel base {}: cannot add a timer: {e}", self.index),
         }
     }
