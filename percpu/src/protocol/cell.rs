@@ -400,6 +400,11 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_cell_is_32_bytes() {
+        assert_eq!(std::mem::size_of::<Cell>(), 32);
+    }
+
+    #[test]
     fn payload_round_trips() {
         assert_eq!(split(payload(7, 9)), (7, 9));
         assert_eq!(split(payload(u32::MAX, u32::MAX)), (u32::MAX, u32::MAX));
