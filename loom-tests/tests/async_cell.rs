@@ -7,7 +7,9 @@
 //! a freed cell reaches the owner's free list once, through the returned stack or directly; a
 //! reused cell is not marked fired by a stale payload; a re-armed sleep is never fired by its old
 //! arming; and a poll racing the delivery either sees FIRED or has its waker woken (a lost wake
-//! would leave the task spinning, which the model checker reports).
+//! would leave the task spinning, which the model checker reports). A closing base takes the
+//! wakers out while holding the base, so the owner dropping a sleep under it (no waker
+//! handshake) never touches the waker slot at the same time.
 
 use std::task::Waker;
 use std::time::Duration;
@@ -246,4 +248,58 @@ fn two_returns_race_the_owner_taking() {
         assert_eq!(table.freed.load(Ordering::Relaxed), 2);
     });
     assert!(runs >= 50 || cfg!(not(loom)), "{runs} executions");
+}
+
+/// The base's hold, as the async driver's `busy` flag takes it: never waits.
+fn hold(busy: &AtomicBool) -> bool {
+    // Acquire: the previous holder's writes are visible to us.
+    !busy.swap(true, Ordering::Acquire)
+}
+
+fn unhold(busy: &AtomicBool) {
+    // Release: our writes reach the next holder's Acquire swap.
+    busy.store(false, Ordering::Release);
+}
+
+/// A closing base takes the wakers out under the base while the owner drops a sleep (holding
+/// the base, or on the cross-core path when it finds the base taken, as the driver does): the
+/// waker is woken at most once, the cell is freed once, and the two never touch the waker slot
+/// at once (a take without the base is a causality violation against `release_held`).
+#[test]
+fn close_races_the_owner_dropping() {
+    let runs = check("cell_close_vs_owner_drop", || {
+        let (mut base, remote, _clock) = one_base::<u64>(4, 2);
+        let table = Table::new();
+        let busy = Arc::new(AtomicBool::new(false));
+        let (waker, woken) = counting();
+        let h = file(&mut base, &table, 0, 50, &waker);
+        let (t, b) = (table.clone(), busy.clone());
+        let closer = spawn(move || {
+            // The closing side waits for the base; here a take that finds it busy is dropped
+            // (a spin is more than the model checker explores), since its retries come after
+            // the owner's hold like the take of an interleaving where it came later.
+            if hold(&b) {
+                let taken = t.cells.get(0).take_waker();
+                unhold(&b);
+                if let Some(w) = taken {
+                    w.wake();
+                }
+            }
+        });
+        let mut free = Vec::new();
+        if hold(&busy) {
+            if table.cells.get(0).release_held(|| base.cancel(h)) {
+                table.free(0, Some(&mut free));
+            }
+            unhold(&busy);
+        } else if table.cells.get(0).release(|| remote.cancel(h)) {
+            table.free(0, None);
+        }
+        closer.join().unwrap();
+        // Acquire: pairs with the counting waker's Release.
+        assert!(woken.load(Ordering::Acquire) <= 1);
+        // Relaxed: after the join.
+        assert_eq!(table.freed.load(Ordering::Relaxed), 1);
+    });
+    assert!(runs >= 2 || cfg!(not(loom)), "{runs} executions");
 }

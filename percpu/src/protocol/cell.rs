@@ -32,8 +32,9 @@
 //! carries the old `seq`, so its delivery counts down but neither sets `FIRED` nor wakes.
 //!
 //! A sleep holding the base (its owner's thread) updates the word with plain loads and stores
-//! ([`Cell::release_held`]): deliveries, the only other writers while the sleep holds the cell,
-//! run under the base, and the base's hold orders the two.
+//! ([`Cell::release_held`]) and takes its waker with no handshake: deliveries and a closing
+//! base's [`Cell::take_waker`], the only other writers while the sleep holds the cell, run under
+//! the base, and the base's hold orders them.
 //!
 //! # Returned cells
 //! A cell freed by a thread that does not hold the base goes on [`Returned`], a lock-free stack
@@ -242,10 +243,11 @@ impl Cell {
         false
     }
 
-    /// Wakes the task registered on the cell, if any, without changing its state (the base is
-    /// closing: the task's next poll finds out).
-    pub fn wake(&self) {
-        self.waker.wake();
+    /// Takes out the waker registered on the cell, if any, without changing its state (the base
+    /// is closing: the task's next poll finds out). The caller holds the base: a sleep dropped
+    /// by the owner ([`Cell::release_held`]) touches the waker slot with no handshake.
+    pub fn take_waker(&self) -> Option<Waker> {
+        self.waker.take()
     }
 
     /// Empties the waker slot of a cell nobody holds any more, before it goes on a free list.
@@ -396,6 +398,11 @@ impl std::fmt::Debug for Returned {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cell_is_32_bytes() {
+        assert_eq!(std::mem::size_of::<Cell>(), 32);
+    }
 
     #[test]
     fn payload_round_trips() {

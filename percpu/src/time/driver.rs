@@ -158,18 +158,24 @@ impl Driver {
         if self.keepers.fetch_sub(1, Ordering::AcqRel) != 1 {
             return;
         }
-        let handed_out = loop {
+        let held = loop {
             if let Some(held) = self.hold() {
-                break held.next_cell;
+                break held;
             }
             // A sleep on another thread is using the base for a moment.
             std::thread::yield_now();
         };
+        // Taken under the base: the owner's thread drops a sleep under it with no waker
+        // handshake (see `Cell::release_held`). Each take's RMW on the waker word comes after the
+        // 0 above, so a poll that registers after it sees the base closed, and one that
+        // registered before it is woken.
+        let wakers: Vec<_> = (0..held.next_cell)
+            .filter_map(|cell| self.cells.get(cell).take_waker())
+            .collect();
+        drop(held);
         // Woken without holding the base: a waker that polls inline must not find it taken.
-        // Each wake's RMW on the waker word comes after the 0 above, so a poll that registers
-        // after it sees the base closed, and one that registered before it is woken.
-        for cell in 0..handed_out {
-            self.cells.get(cell).wake();
+        for waker in wakers {
+            waker.wake();
         }
     }
 
@@ -262,6 +268,11 @@ impl Driver {
         }
     }
 
+    /// The handle of this base's timer in `slot` at `generation` (a sleep keeps only those two).
+    pub(super) fn handle(&self, slot: u32, generation: u32) -> Handle {
+        self.remote.group.handle(self.index, slot, generation)
+    }
+
     /// Schedules arming `seq` of `cell` on the held base.
     pub(super) fn schedule_held(
         &self,
@@ -274,7 +285,10 @@ impl Driver {
             .base
             .schedule_at(deadline.into_std(), cell::payload(cell, seq))
         {
-            Ok(h) => h,
+            Ok(h) => {
+                debug_assert_eq!(h, self.handle(h.slot, h.generation), "a foreign handle");
+                h
+            }
             Err(e) => panic!("tickwheel base {}: cannot add a timer: {e}", self.index),
         }
     }

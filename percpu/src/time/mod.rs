@@ -69,8 +69,11 @@
 //!
 //! # Model
 //!
-//! A [`Sleep`] is a deadline and, once polled, a *registration*: the base it is filed on, a
-//! cell index, the arming number `seq`, and the base's [`crate::Handle`]. The base's payload is
+//! A [`Sleep`] (32 bytes) is a deadline and, once polled, a *registration*: the base it is filed
+//! on, a cell index, and the slot and generation of the base's [`crate::Handle`] (the base
+//! rebuilds the rest of the handle); the cell's state word holds the arming number `seq`. The
+//! deadline is kept exactly, as seconds and nanoseconds from a process-wide anchor instant, so
+//! that [`Sleep::deadline`] gives back the very instant it was given. The base's payload is
 //! a `u64` naming `(cell, seq)`; the cell (an atomic state word and a waker slot, in a chunked
 //! per-base table that never shrinks or moves) is what the sleeping task and the firing thread
 //! share (its protocol, free of tokio so the model checker runs it, is

@@ -1,8 +1,14 @@
 //! [`Sleep`]: a future that completes at a deadline, on the base of the thread that first polls it.
+//!
+//! A sleep is 32 bytes: the deadline, exact, in 12 (see `Deadline`), the driver pointer, and
+//! where on that driver it is filed (`Filed`: cell, slot, generation). Given up for that: a
+//! deadline more than 2^63 seconds before the process's first stored deadline reads back as
+//! that limit (still in the past, so the sleep behaves the same).
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::OnceLock;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -15,26 +21,93 @@ use crate::sync::Arc;
 /// A sleep's deadline as it was given (so [`Sleep::deadline`] and an `Interval` built on it see
 /// the very instant, however far in the past or future), and whether the sleep completed at its
 /// first poll without being filed.
+///
+/// Exact in 12 bytes of 4-byte alignment, so that [`Sleep`] lays its registration's `u32`s next
+/// to it with no padding: the deadline is `anchor + secs + nanos` (`secs` signed, `nanos` below
+/// 10^9), with `anchor` a process-wide `std::time::Instant` read once (see [`anchor`]); bit 31 of
+/// the `nanos` word is the flag. `secs` spans every instant of the platform's monotonic clock
+/// from the anchor on, and more than 292 billion years before it; a deadline further back than
+/// that (made only by `Instant` arithmetic, never by a clock) reads back as that limit, which is
+/// just as past.
 #[derive(Clone, Copy)]
 struct Deadline {
-    at: Instant,
-    done_unfiled: bool,
+    secs_low: u32,
+    secs_high: i32,
+    /// The nanoseconds, and [`DONE_UNFILED`].
+    nanos: u32,
+}
+
+/// Flag of [`Deadline::nanos`]: the sleep completed at its first poll, unfiled.
+const DONE_UNFILED: u32 = 1 << 31;
+const NANOS_PER_SEC: u32 = 1_000_000_000;
+/// Most whole seconds a deadline is stored before the anchor (see [`Deadline`]).
+const MOST_SECS_BEFORE: u64 = i64::MAX as u64;
+
+/// The instant deadlines are counted from: the first time one is stored.
+fn anchor() -> std::time::Instant {
+    // A std `OnceLock`, not the sync shim: set once per process, no cross-core protocol.
+    static ANCHOR: OnceLock<std::time::Instant> = OnceLock::new();
+    *ANCHOR.get_or_init(std::time::Instant::now)
 }
 
 impl Deadline {
     fn new(at: Instant) -> Self {
+        let (anchor, at) = (anchor(), at.into_std());
+        let (secs, nanos) = match at.checked_duration_since(anchor) {
+            // Within range unless the anchor's own seconds are negative, which CLOCK_MONOTONIC
+            // never gives; saturated then, and the saturated value is still reachable.
+            Some(ahead) => (
+                i64::try_from(ahead.as_secs()).unwrap_or(i64::MAX),
+                ahead.subsec_nanos(),
+            ),
+            None => {
+                // `at = anchor - behind`, with `behind > 0`.
+                let behind = anchor.duration_since(at);
+                let (s, n) = (behind.as_secs(), behind.subsec_nanos());
+                if s >= MOST_SECS_BEFORE {
+                    (-(MOST_SECS_BEFORE as i64), 0)
+                } else if n == 0 {
+                    (-(s as i64), 0)
+                } else {
+                    (-(s as i64) - 1, NANOS_PER_SEC - n)
+                }
+            }
+        };
         Self {
-            at,
-            done_unfiled: false,
+            secs_low: secs as u32,
+            secs_high: (secs >> 32) as i32,
+            nanos,
         }
     }
 
+    fn secs(self) -> i64 {
+        i64::from(self.secs_high) << 32 | i64::from(self.secs_low)
+    }
+
     fn instant(self) -> Instant {
-        self.at
+        let (anchor, secs, nanos) = (anchor(), self.secs(), self.nanos & !DONE_UNFILED);
+        // Each stored value is an instant that exists: the deadline itself, or a limit `new`
+        // saturated to (`anchor + i64::MAX s` only when the anchor's seconds are negative,
+        // `anchor - i64::MAX s` only when they are not).
+        let at = if secs >= 0 {
+            anchor.checked_add(Duration::new(secs as u64, nanos))
+        } else if nanos == 0 {
+            anchor.checked_sub(Duration::from_secs(secs.unsigned_abs()))
+        } else {
+            anchor.checked_sub(Duration::new(
+                secs.unsigned_abs() - 1,
+                NANOS_PER_SEC - nanos,
+            ))
+        };
+        Instant::from_std(at.expect("a stored deadline is an instant that exists"))
     }
 
     fn done_unfiled(self) -> bool {
-        self.done_unfiled
+        self.nanos & DONE_UNFILED != 0
+    }
+
+    fn set_done_unfiled(&mut self) {
+        self.nanos |= DONE_UNFILED;
     }
 }
 
@@ -81,7 +154,8 @@ pub fn sleep(duration: Duration) -> Sleep {
 pub fn sleep_until(deadline: Instant) -> Sleep {
     Sleep {
         deadline: Deadline::new(deadline),
-        reg: None,
+        driver: None,
+        filed: Filed::default(),
     }
 }
 
@@ -108,22 +182,54 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 pub struct Sleep {
     /// The deadline, and whether the sleep completed at its first poll unfiled.
     deadline: Deadline,
-    reg: Option<Registration>,
+    /// The base the sleep is filed on; `None` before its first poll files it, once it completed
+    /// unfiled, and after it let go of its cell.
+    driver: Option<Arc<Driver>>,
+    /// Where on `driver` (meaningless while that is `None`).
+    filed: Filed,
 }
 
-/// Where a polled sleep is filed.
-struct Registration {
-    driver: Arc<Driver>,
-    /// The cell; its state word holds the current arming's `seq`.
+/// Where a polled sleep is filed on its driver: the cell (its state word holds the current
+/// arming's `seq`), and the slot and generation of the base's [`Handle`]; the handle's base
+/// index and set tag are the driver's (see [`Driver::handle`]). Kept apart from the driver
+/// pointer so that [`Sleep`] packs them with its deadline in 32 bytes.
+#[derive(Clone, Copy, Default)]
+struct Filed {
     cell: u32,
-    handle: Handle,
+    slot: u32,
+    generation: u32,
+}
+
+impl Filed {
+    fn new(cell: u32, timer: Handle) -> Self {
+        let mut filed = Self {
+            cell,
+            ..Self::default()
+        };
+        filed.set_timer(timer);
+        filed
+    }
+
+    /// The base's timer now carrying the sleep's arming (a handle of the sleep's driver).
+    fn set_timer(&mut self, timer: Handle) {
+        self.slot = timer.slot;
+        self.generation = timer.generation;
+    }
+
+    fn handle(self, driver: &Driver) -> Handle {
+        driver.handle(self.slot, self.generation)
+    }
+
+    fn cell(self, driver: &Driver) -> &Cell {
+        driver.cells.get(self.cell)
+    }
 }
 
 impl fmt::Debug for Sleep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Sleep")
             .field("deadline", &self.deadline.instant())
-            .field("base", &self.reg.as_ref().map(|r| r.driver.index))
+            .field("base", &self.driver.as_ref().map(|d| d.index))
             .finish()
     }
 }
@@ -143,7 +249,11 @@ impl Sleep {
 
     /// True once the timer has fired (false again after a [`Sleep::reset`]).
     pub fn is_elapsed(&self) -> bool {
-        self.deadline.done_unfiled() || self.reg.as_ref().is_some_and(|r| r.cell().is_fired())
+        self.deadline.done_unfiled()
+            || self
+                .driver
+                .as_deref()
+                .is_some_and(|d| self.filed.cell(d).is_fired())
     }
 
     /// Moves the deadline, in place: no allocation, and on the owning thread no atomic
@@ -151,43 +261,46 @@ impl Sleep {
     /// task waiting on it is woken at the new deadline.
     pub fn reset(&mut self, deadline: Instant) {
         self.deadline = Deadline::new(deadline);
-        let Some(reg) = self.reg.as_mut() else {
+        let Some(driver) = self.driver.as_deref() else {
             return;
         };
-        if reg.driver.is_closed() {
+        if driver.is_closed() {
             // Nothing will turn that base again: let go of its cell; the next poll files the
             // sleep on the polling thread's base (or reports the closed one).
             self.unregister();
             return;
         }
-        if driver::is_current(&reg.driver)
-            && let Some(mut held) = reg.driver.hold()
+        let filed = &mut self.filed;
+        if driver::is_current(driver)
+            && let Some(mut held) = driver.hold()
         {
-            if held.base.reset_at(reg.handle, deadline.into_std()) {
+            if held
+                .base
+                .reset_at(filed.handle(driver), deadline.into_std())
+            {
                 return;
             }
             // Not pending: fired (and, since turns deliver while holding the base,
             // delivered). A base re-arms any pending timer of its own, filed or not.
-            let seq = reg.driver.cells.get(reg.cell).arm();
-            reg.handle = reg.driver.schedule_held(&mut held, deadline, reg.cell, seq);
+            let seq = filed.cell(driver).arm();
+            filed.set_timer(driver.schedule_held(&mut held, deadline, filed.cell, seq));
             return;
         }
-        if rearm_remote(&reg.driver, reg.handle, deadline) {
+        if rearm_remote(driver, filed.handle(driver), deadline) {
             return;
         }
         // Fired or firing: a new arming; the old payload, if still on its way, is stale.
-        let seq = reg.driver.cells.get(reg.cell).arm();
-        let p = cell::payload(reg.cell, seq);
-        match reg
-            .driver
+        let seq = filed.cell(driver).arm();
+        let p = cell::payload(filed.cell, seq);
+        match driver
             .remote
-            .schedule_at(reg.driver.index, deadline.into_std(), p)
+            .schedule_at(driver.index, deadline.into_std(), p)
         {
-            Ok(h) => reg.handle = h,
+            Ok(h) => filed.set_timer(h),
             Err(_) => {
                 // The base's reserve of slots is empty (or the base is gone): let go of the
                 // cell; the next poll files the sleep afresh on the polling thread's base.
-                reg.disarm();
+                filed.cell(driver).disarm();
                 self.unregister();
             }
         }
@@ -196,8 +309,8 @@ impl Sleep {
     /// Lets go of the cell (cancelling the timer if pending); the next poll files it afresh on
     /// the polling thread's base.
     fn unregister(&mut self) {
-        if let Some(reg) = self.reg.take() {
-            reg.release();
+        if let Some(driver) = self.driver.take() {
+            release(&driver, self.filed);
         }
     }
 
@@ -213,19 +326,16 @@ impl Sleep {
         };
         let deadline = self.deadline.instant();
         if deadline.into_std() <= held.base.now() {
-            self.deadline.done_unfiled = true;
+            self.deadline.set_done_unfiled();
             return Poll::Ready(());
         }
         let index = driver.alloc_cell(&mut held);
         // The cell is ours alone (just taken, and we hold the base).
         let seq = driver.cells.get(index).start(cx.waker());
-        let handle = driver.schedule_held(&mut held, deadline, index, seq);
+        let timer = driver.schedule_held(&mut held, deadline, index, seq);
         drop(held);
-        self.reg = Some(Registration {
-            driver,
-            cell: index,
-            handle,
-        });
+        self.filed = Filed::new(index, timer);
+        self.driver = Some(driver);
         Poll::Pending
     }
 }
@@ -240,32 +350,22 @@ fn gone(index: usize) -> ! {
     )
 }
 
-impl Registration {
-    fn cell(&self) -> &Cell {
-        self.driver.cells.get(self.cell)
-    }
-
-    /// Undoes `arm` when no timer carries the new arming.
-    fn disarm(&self) {
-        self.cell().disarm();
-    }
-
-    /// The sleep lets go: cancel a pending arming, drop the sleep's hold, free the cell if last.
-    fn release(self) {
-        let cell = self.cell();
-        let held = if driver::is_current(&self.driver) {
-            self.driver.hold()
-        } else {
-            None
-        };
-        if let Some(mut held) = held {
-            // Holding the base: deliveries run only under it (see `Cell::release_held`).
-            if cell.release_held(|| held.base.cancel(self.handle)) {
-                self.driver.free_held(self.cell, &mut held);
-            }
-        } else if cell.release(|| self.driver.remote.cancel(self.handle)) {
-            self.driver.free_cell(self.cell, None);
+/// The sleep lets go of its cell on `driver`: cancel a pending arming, drop the sleep's hold,
+/// free the cell if last.
+fn release(driver: &Driver, filed: Filed) {
+    let cell = filed.cell(driver);
+    let held = if driver::is_current(driver) {
+        driver.hold()
+    } else {
+        None
+    };
+    if let Some(mut held) = held {
+        // Holding the base: deliveries run only under it (see `Cell::release_held`).
+        if cell.release_held(|| held.base.cancel(filed.handle(driver))) {
+            driver.free_held(filed.cell, &mut held);
         }
+    } else if cell.release(|| driver.remote.cancel(filed.handle(driver))) {
+        driver.free_cell(filed.cell, None);
     }
 }
 
@@ -274,18 +374,18 @@ impl Future for Sleep {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
-        let Some(reg) = this.reg.as_ref() else {
+        let Some(driver) = this.driver.as_deref() else {
             if this.deadline.done_unfiled() {
                 return Poll::Ready(());
             }
             return this.register(cx);
         };
-        if reg.cell().poll(cx.waker()) {
+        if this.filed.cell(driver).poll(cx.waker()) {
             return Poll::Ready(());
         }
         // After the register: a close after it wakes this waker, one before it is seen here.
-        if reg.driver.is_closed() {
-            gone(reg.driver.index);
+        if driver.is_closed() {
+            gone(driver.index);
         }
         Poll::Pending
     }
@@ -294,5 +394,77 @@ impl Future for Sleep {
 impl Drop for Sleep {
     fn drop(&mut self) {
         self.unregister();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const _: fn() = || {
+        fn auto_traits<T: Send + Sync + Unpin>() {}
+        auto_traits::<Sleep>();
+    };
+
+    #[test]
+    fn a_sleep_is_32_bytes() {
+        assert_eq!(std::mem::size_of::<Sleep>(), 32);
+    }
+
+    fn round_trip(at: Instant) -> Instant {
+        let d = Deadline::new(at);
+        let mut done = d;
+        done.set_done_unfiled();
+        assert!(!d.done_unfiled() && done.done_unfiled());
+        assert_eq!(done.instant(), d.instant(), "the flag moved the deadline");
+        d.instant()
+    }
+
+    #[test]
+    fn deadlines_read_back_exactly() {
+        let now = Instant::now();
+        let anchor = Instant::from_std(anchor());
+        let year = Duration::from_secs(86_400 * 365);
+        for at in [
+            now,
+            anchor,
+            anchor - Duration::from_nanos(1),
+            anchor - Duration::from_secs(1),
+            anchor - Duration::new(10, 999_999_999),
+            anchor + Duration::new(3, 1),
+            now + year * 30,
+            now + year * 1000,
+            later(now, Duration::MAX),
+            later(now, Duration::from_secs(u64::MAX / 4)),
+        ] {
+            assert_eq!(round_trip(at), at);
+        }
+    }
+
+    #[test]
+    fn the_ends_of_the_clock() {
+        let anchor = anchor();
+        let secs = Duration::from_secs(MOST_SECS_BEFORE);
+        // The latest and the earliest instants there are, and the earliest one kept exactly.
+        let mut last = anchor;
+        let secs_steps = (0..64).rev().map(|b| Duration::from_secs(1 << b));
+        let nanos_steps = (0..30).rev().map(|b| Duration::from_nanos(1 << b));
+        let mut first = anchor;
+        for step in secs_steps.chain(nanos_steps) {
+            while let Some(t) = last.checked_add(step) {
+                last = t;
+            }
+            while let Some(t) = first.checked_sub(step) {
+                first = t;
+            }
+        }
+        assert!(last.checked_add(Duration::from_nanos(1)).is_none());
+        assert_eq!(round_trip(last.into()), last.into());
+        let earliest = anchor - secs;
+        assert_eq!(round_trip(earliest.into()), earliest.into());
+        // Further back saturates to that limit: still in the past.
+        for at in [earliest - Duration::from_nanos(1), first] {
+            assert_eq!(round_trip(at.into()), earliest.into());
+        }
     }
 }
