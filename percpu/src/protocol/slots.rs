@@ -12,11 +12,13 @@
 //! handle misses.
 //!
 //! # Layout
-//! A record is 40 bytes with a `u64` payload (word 8, deadline 8, payload 8, link 4, filing 12),
-//! packed: 64 / 40 is not whole, so most lines hold parts of two records and some records
-//! straddle two lines. Other threads touch the word, the deadline and the link (a remote re-arm
-//! writes the word and deadline, a cancel the word, a remote schedule also the cell); the filing
-//! is the owner's alone. A remote write to one record so also takes the line of a neighbour's
+//! A record is 40 bytes with a `u64` payload (word 8, deadline 8, payload 8, link 4, filing 12,
+//! in that order), packed: 64 / 40 is not whole, so most lines hold parts of two records and half
+//! the records straddle two lines. Other threads touch the word, the deadline and the link (a
+//! remote re-arm writes the word and deadline, a cancel the word, a remote schedule also the
+//! cell); the filing is the owner's alone. The word and the deadline come first, so a remote
+//! refresh touches one line, except for the one record in eight whose deadline starts a line (at
+//! 56 bytes into one, the word ends it). A remote write to one record so also takes the line of a neighbour's
 //! record from the owner (false sharing with at most the two neighbours), which costs the owner
 //! one transfer the next time it touches that neighbour; padding each record to a line of its
 //! own would remove that at 64 bytes a timer, 1.6x the memory and 1.6x the lines a wheel walk
@@ -176,17 +178,19 @@ fn retired(w: u64) -> (u64, bool) {
     }
 }
 
-/// One slot's record: the one record of its timer.
+/// One slot's record: the one record of its timer. In this order (see "Layout" in the module
+/// doc): the two words a remote re-arm writes first, together.
+#[repr(C)]
 pub(crate) struct Record<T> {
     word: AtomicU64,
     /// Deadline tick of the current arming.
     deadline: AtomicU64,
+    /// The payload of the current arming, while it is pending (and until the owner takes it).
+    cell: UnsafeCell<MaybeUninit<T>>,
     /// Next slot on whichever stack holds this one.
     pub(crate) link: AtomicU32,
     /// The owner's wheel links; only the owning base's thread touches them (see [`Filing`]).
     filing: UnsafeCell<WheelLinks>,
-    /// The payload of the current arming, while it is pending (and until the owner takes it).
-    cell: UnsafeCell<MaybeUninit<T>>,
 }
 
 /// A record's wheel links, owner-only.
