@@ -172,6 +172,28 @@ impl Buckets {
         self.link_detached(links, bucket, index, expiry);
     }
 
+    /// The timer a new timer `index` goes in front of on `bucket` (see
+    /// [`inserted_front`](Self::inserted_front)).
+    #[inline]
+    pub(crate) fn front(&self, bucket: Bucket, index: u32) -> u32 {
+        self.lists.front(bucket, index)
+    }
+
+    /// [`insert`](Self::insert) of a new timer whose storage wrote its links as
+    /// [`Links::set_head`] would, in front of `head`, from [`front`](Self::front).
+    #[inline]
+    pub(crate) fn inserted_front(
+        &mut self,
+        links: &mut impl Links,
+        bucket: Bucket,
+        (index, head): (u32, u32),
+        expiry: u64,
+    ) {
+        self.len += 1;
+        self.lists.pushed_front(links, bucket, index, head);
+        self.linked(bucket, expiry);
+    }
+
     /// Takes a linked timer off its list for good; returns the bucket it was on.
     #[inline]
     pub(crate) fn remove(&mut self, links: &mut impl Links, index: u32) -> Bucket {

@@ -130,14 +130,33 @@ impl Lists {
         index: u32,
         expiry: u64,
     ) {
-        let chain = &mut self.heads[list as usize][chain_of(index)];
-        let head = *chain;
+        let head = self.front(list, index);
         links.set_head(index, head, list, expiry);
+        self.pushed_front(links, list, index, head);
+    }
+
+    /// The entry `index` goes in front of when pushed on `list`: its chain's head, or `NIL`.
+    #[inline]
+    pub(crate) fn front(&self, list: u32, index: u32) -> u32 {
+        self.heads[list as usize][chain_of(index)]
+    }
+
+    /// The rest of [`push_front`](Self::push_front) once the entry's own links are written as
+    /// [`Links::set_head`] writes them, in front of `head` (read by [`front`](Self::front) with
+    /// nothing pushed on that chain since): joins the old head to it and makes it the head.
+    #[inline]
+    pub(crate) fn pushed_front(
+        &mut self,
+        links: &mut impl Links,
+        list: u32,
+        index: u32,
+        head: u32,
+    ) {
         if head != NIL {
             // A blind write: the old head is not read.
             links.set_prev(head, index);
         }
-        *chain = index;
+        self.heads[list as usize][chain_of(index)] = index;
     }
 
     /// Takes the linked entry `index` off its chain; returns its list and whether that list

@@ -160,6 +160,29 @@ impl RawWheel {
         expiry
     }
 
+    /// [`link`](Self::link) in two halves, for storage that writes a new timer whole: `locate`
+    /// gives the bucket and expiry of `deadline`, this the timer `index` goes in front of there
+    /// (see [`Lists::front`](crate::lists::Lists::front)); the storage writes the entry as
+    /// [`Links::set_head`] would and [`linked_new`](Self::linked_new) links the rest.
+    #[inline]
+    pub(crate) fn front(&self, bucket: Bucket, index: u32) -> u32 {
+        self.buckets.front(bucket, index)
+    }
+
+    /// The second half of [`front`](Self::front).
+    #[inline]
+    pub(crate) fn linked_new<L: Links>(
+        &mut self,
+        links: &mut L,
+        bucket: Bucket,
+        (index, head): (u32, u32),
+        expiry: u64,
+    ) {
+        self.buckets
+            .inserted_front(links, bucket, (index, head), expiry);
+        self.stats.inserted += 1;
+    }
+
     /// Takes the linked timer `index` off its list; it will not be handed out.
     #[inline]
     pub fn unlink<L: Links>(&mut self, links: &mut L, index: u32) {
@@ -323,7 +346,7 @@ impl RawWheel {
 
     /// `place`, and in Coarse mode, thaws a frozen bucket the timer would collide with.
     #[inline(always)]
-    fn locate<L: Links>(&mut self, links: &mut L, deadline: u64) -> (Bucket, u64) {
+    pub(crate) fn locate<L: Links>(&mut self, links: &mut L, deadline: u64) -> (Bucket, u64) {
         let (bucket, expiry) = self.place(deadline);
         self.settle(links, bucket, expiry)
     }
