@@ -241,9 +241,9 @@ impl Buckets {
         detached
     }
 
-    /// The next timer of a detached bucket.
+    /// The next timer of a detached bucket, and its expiry.
     #[inline]
-    pub(crate) fn next_detached(links: &impl Links, detached: &mut Detached) -> Option<u32> {
+    pub(crate) fn next_detached(links: &impl Links, detached: &mut Detached) -> Option<(u32, u64)> {
         Lists::pop_detached(links, detached)
     }
 
@@ -318,17 +318,10 @@ impl Buckets {
 
     // ---- what the drain reads ----------------------------------------------------------------
 
-    /// True if no timer is on `bucket`.
+    /// True if the `due` list holds a timer.
     #[inline]
-    pub(crate) fn is_empty(&self, bucket: Bucket) -> bool {
-        if self.is_wheel(bucket) {
-            let (level, slot) = level_and_slot(bucket);
-            self.occupied[level] & slot_bit(slot) == 0
-        } else if bucket == self.due() {
-            !self.due_occupied
-        } else {
-            !self.overflow_occupied
-        }
+    pub(crate) fn has_due(&self) -> bool {
+        self.due_occupied
     }
 
     /// True if the overflow list holds a timer.
@@ -343,26 +336,18 @@ impl Buckets {
         self.overflow_bound
     }
 
-    /// Detaches a timer of `bucket` to hand out next (the bucket's chains in turn), if any. Link
-    /// it with [`link_detached`](Self::link_detached) or hand it out with
+    /// Detaches a timer of the occupied `bucket` (`due`, or a frozen one) to hand out next
+    /// (the bucket's chains in turn), with its expiry. Link it with
+    /// [`link_detached`](Self::link_detached) or hand it out with
     /// [`handed_out`](Self::handed_out) before the next call.
-    #[inline]
-    pub(crate) fn take_front(&mut self, links: &impl Links, bucket: Bucket) -> Option<u32> {
-        if self.is_empty(bucket) {
-            return None;
-        }
-        Some(self.take_front_occupied(links, bucket))
-    }
-
-    /// [`take_front`](Self::take_front) of a bucket the caller knows is occupied (a frozen one).
-    #[inline]
-    pub(crate) fn take_front_occupied(&mut self, links: &impl Links, bucket: Bucket) -> u32 {
-        let (index, now_empty) = self
+    #[inline(always)]
+    pub(crate) fn take_front_occupied(&mut self, links: &impl Links, bucket: Bucket) -> (u32, u64) {
+        let (index, expiry, now_empty) = self
             .lists
             .pop_front(links, bucket)
             .expect("occupied bucket");
         self.unlinked(bucket, now_empty);
-        index
+        (index, expiry)
     }
 
     /// The lowest level with an occupied bucket, and the first occupied slot at or after `from`
@@ -536,8 +521,8 @@ mod tests {
         let mut detached = b.take(over);
         assert!(!b.has_overflow());
         let mut expiries = Vec::new();
-        while let Some(index) = Buckets::next_detached(&l, &mut detached) {
-            let expiry = l.expiry(index) + 1000;
+        while let Some((index, expiry)) = Buckets::next_detached(&l, &mut detached) {
+            let expiry = expiry + 1000;
             expiries.push(expiry);
             b.link_detached(&mut l, over, index, expiry);
         }

@@ -289,6 +289,15 @@ impl<T> Links for Slab<T> {
     }
 
     #[inline(always)]
+    fn next_and_expiry(&self, index: u32) -> (u32, u64) {
+        let entry = &self.entries[index];
+        let Slot::Occupied(timer) = &entry.slot else {
+            panic!("entry {index} is vacant");
+        };
+        (entry.next, timer.expiry)
+    }
+
+    #[inline(always)]
     fn set_head(&mut self, index: u32, next: u32, list: u32, expiry: u64) {
         let entry = &mut self.entries[index];
         entry.next = next;
