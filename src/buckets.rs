@@ -260,6 +260,20 @@ impl Buckets {
         self.linked(bucket, expiry);
     }
 
+    /// [`link_detached`](Self::link_detached) onto the wheel bucket of `slot` on `level`.
+    #[inline(always)]
+    pub(crate) fn link_wheel(
+        &mut self,
+        links: &mut impl Links,
+        (level, slot): (usize, usize),
+        index: u32,
+        expiry: u64,
+    ) {
+        self.lists
+            .push_front(links, wheel_bucket(level, slot), index, expiry);
+        self.occupied[level] |= slot_bit(slot);
+    }
+
     /// A detached timer left the wheel (fired).
     #[inline]
     pub(crate) fn handed_out(&mut self) {

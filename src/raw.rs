@@ -545,12 +545,22 @@ impl RawWheel {
     /// Exact mode: re-places every timer of a slot relative to the clock (the slot's start).
     fn cascade<L: Links>(&mut self, links: &mut L, bucket: Bucket) {
         let mut detached = self.buckets.take(bucket);
+        let mut moved = 0;
         while let Some((index, expiry)) = Buckets::next_detached(links, &mut detached) {
-            // Down a level at least, unless the expiry rose past this slot.
-            let (to, placed) = self.place(expiry);
-            self.buckets.link_detached(links, to, index, placed);
-            self.stats.cascades += 1;
+            // Down a level at least, unless the expiry rose past this slot. Nearly always to a
+            // wheel bucket: that case goes straight there.
+            match exact_slot(self.levels, self.clock, expiry) {
+                Some((level, slot)) if expiry > self.clock => {
+                    self.buckets.link_wheel(links, (level, slot), index, expiry);
+                }
+                _ => {
+                    let (to, placed) = self.place(expiry);
+                    self.buckets.link_detached(links, to, index, placed);
+                }
+            }
+            moved += 1;
         }
+        self.stats.cascades += moved;
     }
 
     /// Places every overflow timer that is now in range; recomputes the bound of the rest.
@@ -651,6 +661,14 @@ impl RawWheel {
     }
 }
 
+/// Exact mode: the level and slot of `deadline` on a wheel whose clock reads `clock`, or `None`
+/// past the top level (the overflow list).
+#[inline(always)]
+fn exact_slot(levels: usize, clock: u64, deadline: u64) -> Option<(usize, usize)> {
+    let level = level_for(clock, deadline);
+    (level < levels).then(|| (level, slot_for(deadline, level)))
+}
+
 /// The bucket and expiry of a timer with `deadline` on a wheel in `mode` with `levels` levels
 /// whose clock reads `clock`. A free function, so that `Wheel::reset` can compute it while it
 /// holds the timer's entry.
@@ -661,13 +679,10 @@ pub(crate) fn place(mode: Mode, levels: usize, clock: u64, deadline: u64) -> (Bu
         return (due, clock);
     }
     let placed = match mode {
-        Mode::Exact => {
-            let level = level_for(clock, deadline);
-            if level >= levels {
-                return (overflow, deadline);
-            }
-            (wheel_bucket(level, slot_for(deadline, level)), deadline)
-        }
+        Mode::Exact => match exact_slot(levels, clock, deadline) {
+            Some((level, slot)) => (wheel_bucket(level, slot), deadline),
+            None => return (overflow, deadline),
+        },
         Mode::Coarse => {
             let level = level_for_delay(deadline - clock);
             if level >= levels {
