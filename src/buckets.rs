@@ -172,6 +172,28 @@ impl Buckets {
         self.link_detached(links, bucket, index, expiry);
     }
 
+    /// The timer a new timer `index` goes in front of on `bucket` (see
+    /// [`inserted_front`](Self::inserted_front)).
+    #[inline]
+    pub(crate) fn front(&self, bucket: Bucket, index: u32) -> u32 {
+        self.lists.front(bucket, index)
+    }
+
+    /// [`insert`](Self::insert) of a new timer whose storage wrote its links as
+    /// [`Links::set_head`] would, in front of `head`, from [`front`](Self::front).
+    #[inline]
+    pub(crate) fn inserted_front(
+        &mut self,
+        links: &mut impl Links,
+        bucket: Bucket,
+        (index, head): (u32, u32),
+        expiry: u64,
+    ) {
+        self.len += 1;
+        self.lists.pushed_front(links, bucket, index, head);
+        self.linked(bucket, expiry);
+    }
+
     /// Takes a linked timer off its list for good; returns the bucket it was on.
     #[inline]
     pub(crate) fn remove(&mut self, links: &mut impl Links, index: u32) -> Bucket {
@@ -219,9 +241,9 @@ impl Buckets {
         detached
     }
 
-    /// The next timer of a detached bucket.
+    /// The next timer of a detached bucket, and its expiry.
     #[inline]
-    pub(crate) fn next_detached(links: &impl Links, detached: &mut Detached) -> Option<u32> {
+    pub(crate) fn next_detached(links: &impl Links, detached: &mut Detached) -> Option<(u32, u64)> {
         Lists::pop_detached(links, detached)
     }
 
@@ -236,6 +258,20 @@ impl Buckets {
     ) {
         self.lists.push_front(links, bucket, index, expiry);
         self.linked(bucket, expiry);
+    }
+
+    /// [`link_detached`](Self::link_detached) onto the wheel bucket of `slot` on `level`.
+    #[inline(always)]
+    pub(crate) fn link_wheel(
+        &mut self,
+        links: &mut impl Links,
+        (level, slot): (usize, usize),
+        index: u32,
+        expiry: u64,
+    ) {
+        self.lists
+            .push_front(links, wheel_bucket(level, slot), index, expiry);
+        self.occupied[level] |= slot_bit(slot);
     }
 
     /// A detached timer left the wheel (fired).
@@ -296,17 +332,10 @@ impl Buckets {
 
     // ---- what the drain reads ----------------------------------------------------------------
 
-    /// True if no timer is on `bucket`.
+    /// True if the `due` list holds a timer.
     #[inline]
-    pub(crate) fn is_empty(&self, bucket: Bucket) -> bool {
-        if self.is_wheel(bucket) {
-            let (level, slot) = level_and_slot(bucket);
-            self.occupied[level] & slot_bit(slot) == 0
-        } else if bucket == self.due() {
-            !self.due_occupied
-        } else {
-            !self.overflow_occupied
-        }
+    pub(crate) fn has_due(&self) -> bool {
+        self.due_occupied
     }
 
     /// True if the overflow list holds a timer.
@@ -321,26 +350,18 @@ impl Buckets {
         self.overflow_bound
     }
 
-    /// Detaches a timer of `bucket` to hand out next (the bucket's chains in turn), if any. Link
-    /// it with [`link_detached`](Self::link_detached) or hand it out with
+    /// Detaches a timer of the occupied `bucket` (`due`, or a frozen one) to hand out next
+    /// (the bucket's chains in turn), with its expiry. Link it with
+    /// [`link_detached`](Self::link_detached) or hand it out with
     /// [`handed_out`](Self::handed_out) before the next call.
-    #[inline]
-    pub(crate) fn take_front(&mut self, links: &impl Links, bucket: Bucket) -> Option<u32> {
-        if self.is_empty(bucket) {
-            return None;
-        }
-        Some(self.take_front_occupied(links, bucket))
-    }
-
-    /// [`take_front`](Self::take_front) of a bucket the caller knows is occupied (a frozen one).
-    #[inline]
-    pub(crate) fn take_front_occupied(&mut self, links: &impl Links, bucket: Bucket) -> u32 {
-        let (index, now_empty) = self
+    #[inline(always)]
+    pub(crate) fn take_front_occupied(&mut self, links: &impl Links, bucket: Bucket) -> (u32, u64) {
+        let (index, expiry, now_empty) = self
             .lists
             .pop_front(links, bucket)
             .expect("occupied bucket");
         self.unlinked(bucket, now_empty);
-        index
+        (index, expiry)
     }
 
     /// The lowest level with an occupied bucket, and the first occupied slot at or after `from`
@@ -514,8 +535,8 @@ mod tests {
         let mut detached = b.take(over);
         assert!(!b.has_overflow());
         let mut expiries = Vec::new();
-        while let Some(index) = Buckets::next_detached(&l, &mut detached) {
-            let expiry = l.expiry(index) + 1000;
+        while let Some((index, expiry)) = Buckets::next_detached(&l, &mut detached) {
+            let expiry = expiry + 1000;
             expiries.push(expiry);
             b.link_detached(&mut l, over, index, expiry);
         }

@@ -68,6 +68,13 @@ pub trait Links {
         (self.next(index), self.prev(index), self.list(index))
     }
 
+    /// `next` and `expiry` at once, as a walk of a due or detached list reads them; storage that
+    /// finds an entry with some work may override it to find it once.
+    #[inline(always)]
+    fn next_and_expiry(&self, index: u32) -> (u32, u64) {
+        (self.next(index), self.expiry(index))
+    }
+
     /// Makes the entry the head of a chain of `list`: `next`, `prev = NIL`, `list` and
     /// `expiry` at once (see [`unlink_fields`](Self::unlink_fields)).
     #[inline(always)]
@@ -130,14 +137,33 @@ impl Lists {
         index: u32,
         expiry: u64,
     ) {
-        let chain = &mut self.heads[list as usize][chain_of(index)];
-        let head = *chain;
+        let head = self.front(list, index);
         links.set_head(index, head, list, expiry);
+        self.pushed_front(links, list, index, head);
+    }
+
+    /// The entry `index` goes in front of when pushed on `list`: its chain's head, or `NIL`.
+    #[inline]
+    pub(crate) fn front(&self, list: u32, index: u32) -> u32 {
+        self.heads[list as usize][chain_of(index)]
+    }
+
+    /// The rest of [`push_front`](Self::push_front) once the entry's own links are written as
+    /// [`Links::set_head`] writes them, in front of `head` (read by [`front`](Self::front) with
+    /// nothing pushed on that chain since): joins the old head to it and makes it the head.
+    #[inline]
+    pub(crate) fn pushed_front(
+        &mut self,
+        links: &mut impl Links,
+        list: u32,
+        index: u32,
+        head: u32,
+    ) {
         if head != NIL {
             // A blind write: the old head is not read.
             links.set_prev(head, index);
         }
-        *chain = index;
+        self.heads[list as usize][chain_of(index)] = index;
     }
 
     /// Takes the linked entry `index` off its chain; returns its list and whether that list
@@ -175,11 +201,11 @@ impl Lists {
         now_empty
     }
 
-    /// Detaches the head of the next non-empty chain of `list` (the chains in turn); returns it
-    /// and whether the list is now empty, or `None` if it was empty. The entry's `list` is stale
-    /// until it is pushed again.
-    #[inline]
-    pub(crate) fn pop_front(&mut self, links: &impl Links, list: u32) -> Option<(u32, bool)> {
+    /// Detaches the head of the next non-empty chain of `list` (the chains in turn); returns it,
+    /// its expiry and whether the list is now empty, or `None` if it was empty. The entry's
+    /// `list` is stale until it is pushed again.
+    #[inline(always)]
+    pub(crate) fn pop_front(&mut self, links: &impl Links, list: u32) -> Option<(u32, u64, bool)> {
         let heads = &mut self.heads[list as usize];
         for _ in 0..CHAINS {
             self.cursor = self.cursor.wrapping_add(1);
@@ -187,9 +213,9 @@ impl Lists {
             let head = heads[chain];
             if head != NIL {
                 // The new head's `prev` stays stale: heads are known by `heads`, not by `prev`.
-                let next = links.next(head);
+                let (next, expiry) = links.next_and_expiry(head);
                 heads[chain] = next;
-                return Some((head, next == NIL && *heads == EMPTY));
+                return Some((head, expiry, next == NIL && *heads == EMPTY));
             }
         }
         None
@@ -203,16 +229,17 @@ impl Lists {
         Detached { chains, turn: 0 }
     }
 
-    /// The next detached entry, from the chains in turn; the caller pushes or forgets it before
-    /// asking for another.
+    /// The next detached entry and its expiry, from the chains in turn; the caller pushes or
+    /// forgets it before asking for another.
     #[inline]
-    pub(crate) fn pop_detached(links: &impl Links, detached: &mut Detached) -> Option<u32> {
+    pub(crate) fn pop_detached(links: &impl Links, detached: &mut Detached) -> Option<(u32, u64)> {
         for _ in 0..CHAINS {
             detached.turn = (detached.turn + 1) & (CHAINS - 1);
             let index = detached.chains[detached.turn];
             if index != NIL {
-                detached.chains[detached.turn] = links.next(index);
-                return Some(index);
+                let (next, expiry) = links.next_and_expiry(index);
+                detached.chains[detached.turn] = next;
+                return Some((index, expiry));
             }
         }
         None
@@ -330,7 +357,7 @@ mod tests {
         let mut detached = lists.take_list(0);
         assert!(lists.is_empty(0));
         let mut order = Vec::new();
-        while let Some(index) = Lists::pop_detached(&links, &mut detached) {
+        while let Some((index, _)) = Lists::pop_detached(&links, &mut detached) {
             order.push(index);
             lists.push_front(&mut links, 1, index, 0);
         }

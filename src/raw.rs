@@ -86,6 +86,16 @@ enum Event {
     Sweep,
 }
 
+/// What [`RawWheel::take_next`] found.
+enum Take {
+    /// A due timer, taken off its list: hand it out.
+    Out(u32),
+    /// A timer of a frozen bucket whose expiry rose, placed again: look again.
+    PlacedAgain,
+    /// Neither `DUE` nor a frozen bucket holds a timer.
+    Empty,
+}
+
 /// A hierarchical timing wheel over link storage the caller owns (see the [module](self) docs).
 ///
 /// Every call takes the storage; the wheel keeps only the list heads, the bitmaps and the clock.
@@ -160,6 +170,29 @@ impl RawWheel {
         expiry
     }
 
+    /// [`link`](Self::link) in two halves, for storage that writes a new timer whole: `locate`
+    /// gives the bucket and expiry of `deadline`, this the timer `index` goes in front of there
+    /// (see [`Lists::front`](crate::lists::Lists::front)); the storage writes the entry as
+    /// [`Links::set_head`] would and [`linked_new`](Self::linked_new) links the rest.
+    #[inline]
+    pub(crate) fn front(&self, bucket: Bucket, index: u32) -> u32 {
+        self.buckets.front(bucket, index)
+    }
+
+    /// The second half of [`front`](Self::front).
+    #[inline]
+    pub(crate) fn linked_new<L: Links>(
+        &mut self,
+        links: &mut L,
+        bucket: Bucket,
+        (index, head): (u32, u32),
+        expiry: u64,
+    ) {
+        self.buckets
+            .inserted_front(links, bucket, (index, head), expiry);
+        self.stats.inserted += 1;
+    }
+
     /// Takes the linked timer `index` off its list; it will not be handed out.
     #[inline]
     pub fn unlink<L: Links>(&mut self, links: &mut L, index: u32) {
@@ -216,7 +249,22 @@ impl RawWheel {
     ///
     /// Returns `None` once nothing more is due; the clock then reads `max(now(), now)`. The clock
     /// never goes back: a `now` below [`now()`](Self::now) returns `None` and changes nothing.
+    #[inline]
     pub fn poll<L: Links>(&mut self, links: &mut L, now: u64) -> Option<u32> {
+        // The common case, the next timer of a bucket being handed out, inline; moving the clock
+        // out of line.
+        if now == self.clock || (now > self.clock && self.mode == Mode::Exact) {
+            if let Take::Out(index) = self.take_next(links) {
+                return Some(index);
+            }
+        }
+        self.poll_slow(links, now)
+    }
+
+    /// [`poll`](Self::poll) when the next timer is not simply the head of `DUE` or of a frozen
+    /// bucket.
+    #[inline(never)]
+    fn poll_slow<L: Links>(&mut self, links: &mut L, now: u64) -> Option<u32> {
         if now < self.clock {
             return None;
         }
@@ -226,18 +274,10 @@ impl RawWheel {
             self.advance_coarse(links, now);
         }
         loop {
-            if let Some(due) = self.buckets.take_front(links, self.buckets.due()) {
-                return Some(self.hand_out(due));
-            }
-            if let Some(bucket) = self.buckets.first_frozen() {
-                let index = self.buckets.take_front_occupied(links, bucket);
-                let expiry = links.expiry(index);
-                if expiry > self.clock {
-                    // Pushed later after it was placed.
-                    self.place_again(links, index, expiry);
-                    continue;
-                }
-                return Some(self.hand_out(index));
+            match self.take_next(links) {
+                Take::Out(index) => return Some(index),
+                Take::PlacedAgain => continue,
+                Take::Empty => {}
             }
             match self.next_event() {
                 Some((at, event)) if at <= now => match self.mode {
@@ -259,10 +299,29 @@ impl RawWheel {
         }
     }
 
+    /// Takes the next timer of `DUE`, or else of the first frozen bucket, at the current clock.
+    #[inline(always)]
+    fn take_next<L: Links>(&mut self, links: &mut L) -> Take {
+        if self.buckets.has_due() {
+            let (due, _) = self.buckets.take_front_occupied(links, self.buckets.due());
+            return Take::Out(self.hand_out(due));
+        }
+        let Some(bucket) = self.buckets.first_frozen() else {
+            return Take::Empty;
+        };
+        let (index, expiry) = self.buckets.take_front_occupied(links, bucket);
+        if expiry > self.clock {
+            // Pushed later after it was placed.
+            self.place_again(links, index, expiry);
+            return Take::PlacedAgain;
+        }
+        Take::Out(self.hand_out(index))
+    }
+
     /// A tick at which something may be due, never later than the earliest linked expiry; `None`
     /// if nothing is linked. O(levels). See [`Wheel::next_expiry`](crate::Wheel::next_expiry).
     pub fn next_expiry(&self) -> Option<u64> {
-        if !self.buckets.is_empty(self.buckets.due()) || self.buckets.first_frozen().is_some() {
+        if self.buckets.has_due() || self.buckets.first_frozen().is_some() {
             return Some(self.clock);
         }
         let wheel = self.next_wheel_event().map(|(at, _)| at);
@@ -323,7 +382,7 @@ impl RawWheel {
 
     /// `place`, and in Coarse mode, thaws a frozen bucket the timer would collide with.
     #[inline(always)]
-    fn locate<L: Links>(&mut self, links: &mut L, deadline: u64) -> (Bucket, u64) {
+    pub(crate) fn locate<L: Links>(&mut self, links: &mut L, deadline: u64) -> (Bucket, u64) {
         let (bucket, expiry) = self.place(deadline);
         self.settle(links, bucket, expiry)
     }
@@ -352,8 +411,7 @@ impl RawWheel {
     fn thaw<L: Links>(&mut self, links: &mut L, bucket: Bucket) {
         let due = self.buckets.due();
         let mut detached = self.buckets.take(bucket);
-        while let Some(index) = Buckets::next_detached(links, &mut detached) {
-            let expiry = links.expiry(index);
+        while let Some((index, expiry)) = Buckets::next_detached(links, &mut detached) {
             if expiry <= self.clock {
                 self.buckets.link_detached(links, due, index, expiry);
             } else {
@@ -487,21 +545,29 @@ impl RawWheel {
     /// Exact mode: re-places every timer of a slot relative to the clock (the slot's start).
     fn cascade<L: Links>(&mut self, links: &mut L, bucket: Bucket) {
         let mut detached = self.buckets.take(bucket);
-        while let Some(index) = Buckets::next_detached(links, &mut detached) {
-            let expiry = links.expiry(index);
-            // Down a level at least, unless the expiry rose past this slot.
-            let (to, placed) = self.place(expiry);
-            self.buckets.link_detached(links, to, index, placed);
-            self.stats.cascades += 1;
+        let mut moved = 0;
+        while let Some((index, expiry)) = Buckets::next_detached(links, &mut detached) {
+            // Down a level at least, unless the expiry rose past this slot. Nearly always to a
+            // wheel bucket: that case goes straight there.
+            match exact_slot(self.levels, self.clock, expiry) {
+                Some((level, slot)) if expiry > self.clock => {
+                    self.buckets.link_wheel(links, (level, slot), index, expiry);
+                }
+                _ => {
+                    let (to, placed) = self.place(expiry);
+                    self.buckets.link_detached(links, to, index, placed);
+                }
+            }
+            moved += 1;
         }
+        self.stats.cascades += moved;
     }
 
     /// Places every overflow timer that is now in range; recomputes the bound of the rest.
     fn sweep<L: Links>(&mut self, links: &mut L) {
         let overflow = self.buckets.overflow();
         let mut detached = self.buckets.take(overflow);
-        while let Some(index) = Buckets::next_detached(links, &mut detached) {
-            let expiry = links.expiry(index);
+        while let Some((index, expiry)) = Buckets::next_detached(links, &mut detached) {
             let (to, placed) = self.locate(links, expiry);
             debug_assert!(
                 placed == expiry || to == self.buckets.due() || self.mode == Mode::Coarse,
@@ -595,6 +661,14 @@ impl RawWheel {
     }
 }
 
+/// Exact mode: the level and slot of `deadline` on a wheel whose clock reads `clock`, or `None`
+/// past the top level (the overflow list).
+#[inline(always)]
+fn exact_slot(levels: usize, clock: u64, deadline: u64) -> Option<(usize, usize)> {
+    let level = level_for(clock, deadline);
+    (level < levels).then(|| (level, slot_for(deadline, level)))
+}
+
 /// The bucket and expiry of a timer with `deadline` on a wheel in `mode` with `levels` levels
 /// whose clock reads `clock`. A free function, so that `Wheel::reset` can compute it while it
 /// holds the timer's entry.
@@ -605,13 +679,10 @@ pub(crate) fn place(mode: Mode, levels: usize, clock: u64, deadline: u64) -> (Bu
         return (due, clock);
     }
     let placed = match mode {
-        Mode::Exact => {
-            let level = level_for(clock, deadline);
-            if level >= levels {
-                return (overflow, deadline);
-            }
-            (wheel_bucket(level, slot_for(deadline, level)), deadline)
-        }
+        Mode::Exact => match exact_slot(levels, clock, deadline) {
+            Some((level, slot)) => (wheel_bucket(level, slot), deadline),
+            None => return (overflow, deadline),
+        },
         Mode::Coarse => {
             let level = level_for_delay(deadline - clock);
             if level >= levels {

@@ -132,30 +132,45 @@ impl<T> Slab<T> {
         }
     }
 
-    /// Stores a new timer, not yet on any list (its `list` reads `list` until it is linked);
-    /// returns (index, generation). The caller has checked capacity; `None` only when `u32`
-    /// indices are exhausted.
+    /// The index the next insert takes, after adding a chunk if none is free. The caller has
+    /// checked capacity; `None` only when `u32` indices are exhausted.
     #[inline]
-    pub(crate) fn insert(&mut self, list: u32, expiry: u64, value: T) -> Option<(u32, u32)> {
-        let mut timer = Timer {
-            expiry,
-            value,
-            generation: self.generation_seed,
-            list_plus_one: plus_one(list),
-        };
+    pub(crate) fn vacant(&mut self) -> Option<u32> {
         if self.free_head == NIL {
             self.free_head = self.entries.grow(self.generation_seed)?;
         }
-        let index = self.free_head;
+        Some(self.free_head)
+    }
+
+    /// Stores a new timer at `index`, the one [`vacant`](Self::vacant) named, as the head of a
+    /// chain of `list` in front of `next`: the entry is written whole, once, with the links
+    /// [`Links::set_head`] would give it; the caller joins `next` and the chain's head to it.
+    /// Returns the timer's generation.
+    #[inline]
+    pub(crate) fn insert_head(
+        &mut self,
+        index: u32,
+        (next, list, expiry): (u32, u32, u64),
+        value: T,
+    ) -> u32 {
+        debug_assert_eq!(index, self.free_head, "the vacant entry");
         let entry = &mut self.entries[index];
-        self.free_head = entry.next;
         let Slot::Vacant { generation } = entry.slot else {
             unreachable!("entry {index} on the free list is occupied");
         };
-        timer.generation = generation;
-        entry.slot = Slot::Occupied(timer);
+        self.free_head = entry.next;
+        *entry = Entry {
+            next,
+            prev: NIL,
+            slot: Slot::Occupied(Timer {
+                expiry,
+                value,
+                generation,
+                list_plus_one: plus_one(list),
+            }),
+        };
         self.len += 1;
-        Some((index, generation))
+        generation
     }
 
     /// Frees an occupied entry that is on no list; returns the generation its id had, and its
@@ -271,6 +286,15 @@ impl<T> Links for Slab<T> {
             panic!("entry {index} is vacant");
         };
         (entry.next, entry.prev, timer.list())
+    }
+
+    #[inline(always)]
+    fn next_and_expiry(&self, index: u32) -> (u32, u64) {
+        let entry = &self.entries[index];
+        let Slot::Occupied(timer) = &entry.slot else {
+            panic!("entry {index} is vacant");
+        };
+        (entry.next, timer.expiry)
     }
 
     #[inline(always)]
@@ -452,6 +476,13 @@ mod tests {
         );
     }
 
+    /// Stores a timer on list 0 at expiry 1; returns its index.
+    fn store<T>(slab: &mut Slab<T>, value: T) -> u32 {
+        let index = slab.vacant().unwrap();
+        slab.insert_head(index, (NIL, 0, 1), value);
+        index
+    }
+
     /// The address of entry `index`.
     fn address<T>(slab: &Slab<T>, index: u32) -> usize {
         std::ptr::from_ref(&slab.entries[index]) as usize
@@ -461,7 +492,7 @@ mod tests {
     fn every_32_byte_entry_of_every_chunk_is_in_one_cache_line() {
         let mut slab = Slab::new(0, 0);
         for i in 0..3 * CHUNK as u64 {
-            slab.insert(0, 1, i).unwrap();
+            store(&mut slab, i);
         }
         assert_eq!(slab.entries.len(), 3 * CHUNK as u32);
         const { assert!(Chunks::<u64>::ALIGNED) };
@@ -476,7 +507,7 @@ mod tests {
         assert_eq!(size_of::<Entry<(u32, u64)>>(), 40);
         let mut slab = Slab::new(0, 0);
         for i in 0..CHUNK as u64 + 1 {
-            slab.insert(0, 1, (0, i)).unwrap();
+            store(&mut slab, (0, i));
         }
         // Consecutive entries, to a chunk's last, are 40 bytes apart.
         for index in [0, 7, CHUNK as u32 - 2] {
@@ -488,10 +519,10 @@ mod tests {
     #[test]
     fn chunks_grow_without_moving_and_stop_below_nil() {
         let mut slab = Slab::new(0, 5);
-        let (first, _) = slab.insert(0, 1, 0u64).unwrap();
+        let first = store(&mut slab, 0u64);
         let at = std::ptr::from_ref(&slab.entries[first]);
         for i in 1..=CHUNK as u64 {
-            slab.insert(0, 1, i).unwrap();
+            store(&mut slab, i);
         }
         assert_eq!(slab.entries.len(), 2 * CHUNK as u32, "a second chunk");
         assert_eq!(

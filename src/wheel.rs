@@ -110,11 +110,16 @@ impl<T> Wheel<T> {
         if self.capacity.is_some_and(|cap| self.slab.len() >= cap) {
             return Err(Full(value));
         }
-        // Stored first, linked next: the entry's list and expiry are set by the link.
-        let Some((index, generation)) = self.slab.insert(0, deadline, value) else {
+        let Some(index) = self.slab.vacant() else {
             unreachable!("u32 index space exhausted before capacity was reached");
         };
-        self.raw.link(&mut self.slab, index, deadline);
+        // Placed first, so that the entry is written once, whole, with its links: a link
+        // through `Links` would write it a second time.
+        let (bucket, expiry) = self.raw.locate(&mut self.slab, deadline);
+        let head = self.raw.front(bucket, index);
+        let generation = self.slab.insert_head(index, (head, bucket, expiry), value);
+        self.raw
+            .linked_new(&mut self.slab, bucket, (index, head), expiry);
         Ok(TimerId { index, generation })
     }
 
