@@ -1,15 +1,20 @@
-//! Per-sleep shared cells of the async layer (`time`): one state word and one waker slot per
-//! registered sleep, the protocol between the sleep and the thread that delivers its fire, and
-//! the stack of cells freed off the base's thread. Free of tokio so the model checker runs it.
+//! Per-sleep shared cells of the async layer (`time`): one word (the cell's state beside the
+//! waker handshake) and one waker slot per registered sleep, 24 bytes; the protocol between the
+//! sleep and the thread that delivers its fire; and the stack of cells freed off the base's
+//! thread. Free of tokio so the model checker runs it.
 //!
 //! A base's payload is a `u64` naming a cell and an arming (`cell | seq << 32`), so the wheel
 //! holds no pointer and no allocation per timer; the cell is what the firing thread and the
 //! sleeping task share.
 //!
 //! # State word
-//! `seq` (bits 0..32) counts the cell's armings; `SLEEP` says a `Sleep` still holds the cell;
-//! `ARMINGS` (bits 33..35) counts armings whose payload the base may still hand out; `FIRED` says
-//! the arming `seq` has fired. Who changes what:
+//! The cell's state is the value of its [`AtomicWaker`]'s word (the bits the waker handshake
+//! leaves free; see `protocol::waker`), read with [`AtomicWaker::load`] and changed with
+//! [`AtomicWaker::update`], which keep the handshake bits as they are, or with
+//! [`AtomicWaker::store_exclusive`] where no other thread can reach the cell. `seq` (bits 0..32)
+//! counts the cell's armings; `SLEEP` says a `Sleep` still holds the cell; `ARMINGS` (bits
+//! 33..35) counts armings whose payload the base may still hand out; `FIRED` says the arming
+//! `seq` has fired. Who changes what:
 //!
 //! | change                           | who                                                   |
 //! |----------------------------------|-------------------------------------------------------|
@@ -34,13 +39,18 @@
 //! A sleep holding the base (its owner's thread) updates the word with plain loads and stores
 //! ([`Cell::release_held`]) and takes its waker with no handshake: deliveries and a closing
 //! base's [`Cell::take_waker`], the only other writers while the sleep holds the cell, run under
-//! the base, and the base's hold orders them.
+//! the base, and the base's hold orders them; the sleep's own registers cannot overlap its drop.
+//! No handshake is in progress then, so the store, which writes the handshake bits as WAITING,
+//! clobbers nothing, and nothing races it.
 //!
 //! # Returned cells
 //! A cell freed by a thread that does not hold the base goes on [`Returned`], a lock-free stack
-//! whose link is the free cell's state word (index + 1; 0 ends it). Anyone pushes with a CAS;
-//! only the holder of the base empties it, whole, with one swap, so no ABA can arise (a popped
-//! head is never pushed back while a pusher still compares against it as "the head").
+//! whose link is the free cell's state (index + 1; 0 ends it). The link is written with an
+//! update, not a plain store: the delivery that counted the last arming down may still be in its
+//! waker take on the same word (it runs under the base, so it is over before the holder reuses
+//! the cell, but not before the push). Anyone pushes with a CAS; only the holder of the base
+//! empties it, whole, with one swap, so no ABA can arise (a popped head is never pushed back
+//! while a pusher still compares against it as "the head").
 //!
 //! # Storage
 //! Cells live in chunks of [`CHUNK`] allocated by the thread holding the base (so at most one
@@ -50,7 +60,7 @@
 
 use std::task::Waker;
 
-use crate::protocol::waker::AtomicWaker;
+use crate::protocol::waker::{self, AtomicWaker};
 use crate::sync::{AtomicU64, AtomicUsize, Ordering};
 
 /// Cells per chunk.
@@ -68,6 +78,7 @@ const SLEEP: u64 = 1 << 32;
 const ARMING_ONE: u64 = 1 << 33;
 const ARMINGS_MASK: u64 = 0b11 << 33;
 const FIRED: u64 = 1 << 35;
+const _: () = assert!((SEQ_MASK | SLEEP | ARMINGS_MASK | FIRED) & !waker::VALUE == 0);
 
 fn seq_of(state: u64) -> u32 {
     (state & SEQ_MASK) as u32
@@ -117,20 +128,18 @@ pub fn split(payload: u64) -> (u32, u32) {
     (payload as u32, (payload >> 32) as u32)
 }
 
-/// One sleep's shared state.
+/// One sleep's shared state: its waker slot, the state in the slot's word.
 ///
-/// While the cell is free and on the [`Returned`] stack, `state` holds the link to the next one
+/// While the cell is free and on the [`Returned`] stack, the state holds the link to the next one
 /// instead; a cell taken for a new sleep starts again from state 0 (no payload can name a free
 /// cell, so its old `seq` is not needed).
 pub struct Cell {
-    state: AtomicU64,
     waker: AtomicWaker,
 }
 
 impl Cell {
     fn new() -> Self {
         Self {
-            state: AtomicU64::new(0),
             waker: AtomicWaker::new(),
         }
     }
@@ -141,7 +150,7 @@ impl Cell {
     pub fn start(&self, waker: &Waker) -> u32 {
         let state = next_arming(0);
         // Relaxed: the cell is the caller's alone until its handle escapes (see above).
-        self.state.store(state, Ordering::Relaxed);
+        self.waker.store_exclusive(state, Ordering::Relaxed);
         self.waker.set_exclusive(waker);
         seq_of(state)
     }
@@ -149,7 +158,7 @@ impl Cell {
     /// True once the current arming has fired.
     pub fn is_fired(&self) -> bool {
         // Acquire: pairs with the delivering thread's AcqRel update that set FIRED.
-        fired(self.state.load(Ordering::Acquire))
+        fired(self.waker.load(Ordering::Acquire))
     }
 
     /// The sleep's poll: true if its arming fired; else `waker` is registered, and a delivery
@@ -169,18 +178,16 @@ impl Cell {
     pub fn arm(&self) -> u32 {
         // AcqRel / Acquire: orders against the delivering thread's update of the same word.
         let prev = self
-            .state
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
-                Some(next_arming(s))
-            })
-            .unwrap_or_else(|s| s);
+            .waker
+            .update(Ordering::AcqRel, Ordering::Acquire, next_arming);
         seq_of(next_arming(prev))
     }
 
     /// Undoes [`Cell::arm`] when no timer carries the new arming (the base refused it).
     pub fn disarm(&self) {
-        // AcqRel: as in `arm`.
-        self.state.fetch_sub(ARMING_ONE, Ordering::AcqRel);
+        // AcqRel / Acquire: as in `arm`.
+        self.waker
+            .update(Ordering::AcqRel, Ordering::Acquire, |s| s - ARMING_ONE);
     }
 
     /// A payload of arming `seq` came out of the base: count the arming down; if it is the
@@ -194,9 +201,8 @@ impl Cell {
         // AcqRel: Release makes FIRED visible to the poll the wake causes; Acquire sees the
         // sleep side's last update (let go or re-armed).
         let prev = self
-            .state
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| Some(update(s)))
-            .unwrap_or_else(|s| s);
+            .waker
+            .update(Ordering::AcqRel, Ordering::Acquire, update);
         debug_assert!(armings_of(prev) > 0, "delivery with no arming: {prev:#x}");
         if seq_of(prev) == seq {
             self.waker.wake();
@@ -209,18 +215,15 @@ impl Cell {
     /// caller must free the cell (nothing else holds it).
     pub fn release(&self, cancel: impl FnOnce() -> bool) -> bool {
         // Acquire: sees a delivery's update of this arming.
-        let cancelled = may_fire(self.state.load(Ordering::Acquire)) && cancel();
+        let cancelled = may_fire(self.waker.load(Ordering::Acquire)) && cancel();
         if !cancelled {
             // A delivery may still be on its way: it must not wake a task that let go.
             drop(self.waker.take());
         }
         // AcqRel: the last of the two sides to let go sees the other's update and frees.
-        let prev = self
-            .state
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
-                Some(let_go(s, cancelled))
-            })
-            .unwrap_or_else(|s| s);
+        let prev = self.waker.update(Ordering::AcqRel, Ordering::Acquire, |s| {
+            let_go(s, cancelled)
+        });
         unheld(let_go(prev, cancelled))
     }
 
@@ -230,7 +233,7 @@ impl Cell {
     /// slot is empty either way.
     pub fn release_held(&self, cancel: impl FnOnce() -> bool) -> bool {
         // Relaxed: exclusive while the base is held (see above).
-        let state = self.state.load(Ordering::Relaxed);
+        let state = self.waker.load(Ordering::Relaxed);
         let cancelled = may_fire(state) && cancel();
         let state = let_go(state, cancelled);
         // A delivery still on its way must not wake a task that let go.
@@ -238,8 +241,9 @@ impl Cell {
         if unheld(state) {
             return true;
         }
-        // Relaxed: published by the hold's Release (see above).
-        self.state.store(state, Ordering::Relaxed);
+        // Relaxed: published by the hold's Release (see above); a plain store, since nothing
+        // else touches the word meanwhile (see the module docs).
+        self.waker.store_exclusive(state, Ordering::Relaxed);
         false
     }
 
@@ -347,8 +351,9 @@ impl Returned {
         // Relaxed: the CAS below publishes.
         let mut head = self.head.load(Ordering::Relaxed);
         loop {
-            // Relaxed: published by the Release CAS.
-            cell.state.store(head, Ordering::Relaxed);
+            // Relaxed: published by the Release CAS. An update, not a store (see the module docs).
+            cell.waker
+                .update(Ordering::Relaxed, Ordering::Relaxed, |_| head);
             // Release: the link and the cell's emptied state reach the holder's Acquire swap.
             match self.head.compare_exchange_weak(
                 head,
@@ -370,7 +375,7 @@ impl Returned {
             let index = (head - 1) as u32;
             free.push(index);
             // Relaxed: written before the push that published this cell.
-            head = cells.get(index).state.load(Ordering::Relaxed);
+            head = cells.get(index).waker.load(Ordering::Relaxed);
         }
     }
 }
@@ -400,8 +405,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_cell_is_32_bytes() {
-        assert_eq!(std::mem::size_of::<Cell>(), 32);
+    fn a_cell_is_24_bytes() {
+        assert_eq!(std::mem::size_of::<Cell>(), 24);
     }
 
     #[test]

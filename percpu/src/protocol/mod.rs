@@ -7,7 +7,7 @@
 //! - [`wake`]: the owner's park flag and the producers' notify, which together guarantee that a
 //!   notice pushed while the owner is about to sleep wakes it, with no syscall while it is busy.
 //! - [`waker`]: the async layer's register / wake handshake between a polling task and the thread
-//!   that fires its timer.
+//!   that fires its timer, in two bits of a word whose other bits are left to its user.
 //! - [`cell`]: the async layer's per-sleep cells: deliver vs let go vs re-arm, each cell freed
 //!   once by whichever side lets go last, and the stack of cells freed off the base's thread.
 //!

@@ -74,10 +74,10 @@
 //! rebuilds the rest of the handle); the cell's state word holds the arming number `seq`. The
 //! deadline is kept exactly, as seconds and nanoseconds from a process-wide anchor instant, so
 //! that [`Sleep::deadline`] gives back the very instant it was given. The base's payload is
-//! a `u64` naming `(cell, seq)`; the cell (an atomic state word and a waker slot, in a chunked
-//! per-base table that never shrinks or moves) is what the sleeping task and the firing thread
-//! share (its protocol, free of tokio so the model checker runs it, is
-//! `protocol::cell`). No allocation happens per sleep once the table has grown to the population, and a
+//! a `u64` naming `(cell, seq)`; the cell (24 bytes: one atomic word, its state beside the waker
+//! handshake, and a waker slot; in a chunked per-base table that never shrinks or moves) is what
+//! the sleeping task and the firing thread share (its protocol, free of tokio so the model
+//! checker runs it, is `protocol::cell`). No allocation happens per sleep once the table has grown to the population, and a
 //! dropped sleep's cell is reused by the next one: creating and dropping timers does not grow
 //! memory. A `Sleep` that is never polled costs nothing, and [`timeout`] files its sleep only if
 //! the inner future is not ready at once.
