@@ -123,7 +123,8 @@ pub struct BaseStats {
     pub reserve_empty: u64,
     /// Timers whose wheel placement came due after they were pushed later, and were filed again.
     pub refiled: u64,
-    /// Cascades done by the wheel (always 0 in Coarse mode).
+    /// Timers the wheel moved down a level (Exact mode) or off its overflow list (either mode:
+    /// deadlines beyond the top level). Coarse mode never cascades otherwise.
     pub cascades: u64,
     /// Fire time minus deadline.
     pub lateness: Lateness,
