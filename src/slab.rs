@@ -258,6 +258,16 @@ impl<T> Links for Slab<T> {
     }
 
     #[inline(always)]
+    fn set_prev_unless_nil(&mut self, index: u32, prev: u32) {
+        // `NIL` is past every chunk (see `MAX_CHUNKS`), so the lookup is the test.
+        let entry = self.entries.get_mut(index);
+        debug_assert!(entry.is_some() || index == NIL, "entry {index} exists");
+        if let Some(entry) = entry {
+            entry.prev = prev;
+        }
+    }
+
+    #[inline(always)]
     fn list(&self, index: u32) -> u32 {
         self.timer(index).list()
     }
