@@ -61,6 +61,15 @@ pub trait Links {
     /// Storage that keeps the deadline itself as the expiry may ignore it.
     fn set_expiry(&mut self, index: u32, expiry: u64);
 
+    /// Sets `prev` of `index` unless `index` is [`NIL`], as an unlink joins the entry after the
+    /// one it takes off; storage whose lookup of `NIL` fails anyway may override it to test once.
+    #[inline(always)]
+    fn set_prev_unless_nil(&mut self, index: u32, prev: u32) {
+        if index != NIL {
+            self.set_prev(index, prev);
+        }
+    }
+
     /// `next`, `prev` and `list` at once, as an unlink reads them; storage that finds an entry
     /// with some work may override it to find it once.
     #[inline(always)]
@@ -186,19 +195,18 @@ impl Lists {
     ) -> bool {
         let heads = &mut self.heads[list as usize];
         let chain = &mut heads[chain_of(index)];
-        let mut now_empty = false;
         if *chain == index {
             *chain = next;
-            now_empty = next == NIL && *heads == EMPTY;
+            if next == NIL {
+                return *heads == EMPTY;
+            }
         } else {
             debug_assert_ne!(prev, NIL, "a middle entry has a previous one");
             links.set_next(prev, next);
         }
-        if next != NIL {
-            // Blind, like the write above; stale if `next` just became the head, as allowed.
-            links.set_prev(next, prev);
-        }
-        now_empty
+        // Blind, like the write above; stale if `next` just became the head, as allowed.
+        links.set_prev_unless_nil(next, prev);
+        false
     }
 
     /// Detaches the head of the next non-empty chain of `list` (the chains in turn); returns it,

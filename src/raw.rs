@@ -145,7 +145,11 @@ pub struct RawWheel {
     clock: u64,
     /// The lists, and which are occupied or frozen.
     pub(crate) buckets: Buckets,
+    /// The counters, but for `cancelled`, which [`stats`](Self::stats) derives from the others
+    /// and the length so that an unlink keeps one counter (the length) and not two.
     pub(crate) stats: Stats,
+    /// Timers forgotten by [`clear`](Self::clear), for deriving `cancelled`.
+    cleared: u64,
 }
 
 impl RawWheel {
@@ -156,6 +160,7 @@ impl RawWheel {
             clock: start,
             buckets: Buckets::new(levels),
             stats: Stats::default(),
+            cleared: 0,
         }
     }
 
@@ -197,7 +202,6 @@ impl RawWheel {
     #[inline]
     pub fn unlink<L: Links>(&mut self, links: &mut L, index: u32) {
         self.buckets.remove(links, index);
-        self.stats.cancelled += 1;
     }
 
     /// [`unlink`](Self::unlink) of a timer whose `next`, `prev` and `list` the caller read as it
@@ -210,7 +214,6 @@ impl RawWheel {
         fields: (u32, u32, u32),
     ) {
         self.buckets.remove_known(links, index, fields);
-        self.stats.cancelled += 1;
     }
 
     /// Moves the linked timer `index` to `deadline`, earlier or later; returns its new expiry.
@@ -363,12 +366,18 @@ impl RawWheel {
     /// Counters since the wheel was built (`inserted` counts links, `cancelled` unlinks, `resets`
     /// relinks).
     pub fn stats(&self) -> Stats {
-        self.stats
+        // Every timer linked is still linked, fired, forgotten by `clear`, or unlinked.
+        let gone = self.stats.fired + self.cleared + self.buckets.len() as u64;
+        Stats {
+            cancelled: self.stats.inserted - gone,
+            ..self.stats
+        }
     }
 
     /// Forgets every linked timer (their storage is the caller's to clear); the clock and the
     /// counters stay.
     pub fn clear(&mut self) {
+        self.cleared += self.buckets.len() as u64;
         self.buckets.clear();
     }
 

@@ -79,7 +79,6 @@ impl<T> Timer<T> {
 pub(crate) struct Slab<T> {
     entries: Chunks<T>,
     free_head: u32,
-    len: usize,
     /// Generation given to entries created by this slab; random per wheel.
     generation_seed: u32,
 }
@@ -89,13 +88,16 @@ impl<T> Slab<T> {
         Slab {
             entries: Chunks::with_capacity(capacity),
             free_head: NIL,
-            len: 0,
             generation_seed,
         }
     }
 
-    pub(crate) fn len(&self) -> usize {
-        self.len
+    /// The occupied entries, counted one by one (the wheel keeps the length); for checks.
+    #[cfg(feature = "test-hooks")]
+    pub(crate) fn occupied(&self) -> usize {
+        (0..self.entries.len())
+            .filter(|&index| matches!(self.entries[index].slot, Slot::Occupied(_)))
+            .count()
     }
 
     /// The pending timer at `index` if `generation` matches.
@@ -169,7 +171,6 @@ impl<T> Slab<T> {
                 list_plus_one: plus_one(list),
             }),
         };
-        self.len += 1;
         generation
     }
 
@@ -192,7 +193,6 @@ impl<T> Slab<T> {
         };
         entry.next = self.free_head;
         self.free_head = index;
-        self.len -= 1;
         (generation, timer.value)
     }
 
@@ -215,7 +215,6 @@ impl<T> Slab<T> {
         let fields = (entry.next, entry.prev, timer.list());
         entry.next = free_head;
         self.free_head = index;
-        self.len -= 1;
         Some((timer.value, fields))
     }
 
@@ -232,7 +231,6 @@ impl<T> Slab<T> {
             entry.next = self.free_head;
             self.free_head = index;
         }
-        self.len = 0;
     }
 }
 
@@ -257,6 +255,16 @@ impl<T> Links for Slab<T> {
     #[inline(always)]
     fn set_prev(&mut self, index: u32, prev: u32) {
         self.entries[index].prev = prev;
+    }
+
+    #[inline(always)]
+    fn set_prev_unless_nil(&mut self, index: u32, prev: u32) {
+        // `NIL` is past every chunk (see `MAX_CHUNKS`), so the lookup is the test.
+        let entry = self.entries.get_mut(index);
+        debug_assert!(entry.is_some() || index == NIL, "entry {index} exists");
+        if let Some(entry) = entry {
+            entry.prev = prev;
+        }
     }
 
     #[inline(always)]

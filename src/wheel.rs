@@ -107,7 +107,7 @@ impl<T> Wheel<T> {
     /// ```
     #[inline]
     pub fn insert(&mut self, deadline: u64, value: T) -> Result<TimerId, Full<T>> {
-        if self.capacity.is_some_and(|cap| self.slab.len() >= cap) {
+        if self.capacity.is_some_and(|cap| self.raw.len() >= cap) {
             return Err(Full(value));
         }
         let Some(index) = self.slab.vacant() else {
@@ -326,12 +326,12 @@ impl<T> Wheel<T> {
 
     /// The number of pending timers.
     pub fn len(&self) -> usize {
-        self.slab.len()
+        self.raw.len()
     }
 
     /// True if no timer is pending.
     pub fn is_empty(&self) -> bool {
-        self.slab.len() == 0
+        self.raw.is_empty()
     }
 
     /// The most timers the wheel holds at once, if it is bounded.
@@ -367,7 +367,7 @@ impl<T> Wheel<T> {
         self.raw.check_invariants(&self.slab);
         assert_eq!(
             self.raw.len(),
-            self.slab.len(),
+            self.slab.occupied(),
             "every pending timer is linked"
         );
     }

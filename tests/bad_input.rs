@@ -233,3 +233,25 @@ fn a_timer_added_while_due_ones_are_handed_out_joins_the_same_drain() {
         assert_eq!(fired, ['a', 'b', 'r'], "{mode:?}");
     }
 }
+
+#[test]
+fn the_counters_add_up_across_cancels_stale_cancels_fires_and_clear() {
+    for mode in MODES {
+        let mut wheel = Wheel::new(mode);
+        let ids: Vec<TimerId> = (0..6).map(|i| wheel.insert(10 + i, i).unwrap()).collect();
+        assert_eq!(wheel.cancel(ids[0]), Some(0));
+        assert_eq!(wheel.cancel(ids[0]), None, "a stale cancel counts nothing");
+        assert_eq!(wheel.poll(10), None, "the cancelled timer does not fire");
+        assert_eq!(wheel.poll(11), Some((ids[1], 1)));
+        wheel.clear();
+        let id = wheel.insert(20, 9).unwrap();
+        assert_eq!(wheel.cancel(id), Some(9));
+        let stats = wheel.stats();
+        assert_eq!(
+            (stats.inserted, stats.fired, stats.cancelled),
+            (7, 1, 2),
+            "{mode:?}: the four cleared timers are not cancelled ones"
+        );
+        assert!(wheel.is_empty());
+    }
+}
