@@ -321,6 +321,32 @@ impl RawWheel {
         Take::Out(self.hand_out(index))
     }
 
+    /// The tick at which the bucket holding the linked timer `index` comes due, when the wheel
+    /// next reads the timer's expiry (to hand it out or place it again): the clock for a bucket
+    /// being handed out. A timer whose deadline moves earlier but not before this tick can stay
+    /// where it is, as one whose deadline moves later does. `None` for a timer already due or on
+    /// the overflow list (whose bound a move keeps).
+    pub fn bucket_tick<L: Links>(&self, links: &L, index: u32) -> Option<u64> {
+        let bucket = links.list(index);
+        if !self.buckets.is_wheel(bucket) {
+            return None;
+        }
+        if self.buckets.is_frozen(bucket) {
+            return Some(self.clock);
+        }
+        let (level, slot) = crate::buckets::level_and_slot(bucket);
+        Some(match self.mode {
+            Mode::Exact => slot_start(self.clock, level, slot),
+            Mode::Coarse => {
+                // The one granule of the window `first..first + 64` that the slot stands for.
+                let shift = granularity_shift(level);
+                let first = granules_ceil(self.clock, shift);
+                let lap = (slot as u64).wrapping_sub(first) & (SLOTS as u64 - 1);
+                granules_to_tick(first.saturating_add(lap), shift)
+            }
+        })
+    }
+
     /// A tick at which something may be due, never later than the earliest linked expiry; `None`
     /// if nothing is linked. O(levels). See [`Wheel::next_expiry`](crate::Wheel::next_expiry).
     pub fn next_expiry(&self) -> Option<u64> {
@@ -712,4 +738,35 @@ pub(crate) fn place(mode: Mode, levels: usize, clock: u64, deadline: u64) -> (Bu
         "never early: {deadline} placed at {placed:?}"
     );
     placed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Builder;
+    use crate::lists::plain::Plain;
+
+    #[test]
+    fn bucket_tick_is_when_the_wheel_next_reads_the_expiry() {
+        let mut links = Plain::with(4);
+        let mut exact = Builder::new(Mode::Exact).build_raw().unwrap();
+        exact.link(&mut links, 0, 100); // level 1, the slot starting at 64
+        exact.link(&mut links, 1, 5); // level 0: its own tick
+        exact.link(&mut links, 2, 0); // due at once
+        assert_eq!(exact.bucket_tick(&links, 0), Some(64));
+        assert_eq!(exact.bucket_tick(&links, 1), Some(5));
+        assert_eq!(exact.bucket_tick(&links, 2), None, "on the due list");
+
+        let mut links = Plain::with(4);
+        let mut coarse = Builder::new(Mode::Coarse).build_raw().unwrap();
+        coarse.link(&mut links, 0, 1000); // rounded up to its level's granule
+        coarse.link(&mut links, 1, u64::MAX); // past the top level
+        assert_eq!(coarse.bucket_tick(&links, 0), Some(1024));
+        assert_eq!(coarse.bucket_tick(&links, 1), None, "on the overflow list");
+        // Pushed later than its bucket: when the bucket comes due the timer is placed again, and
+        // its new bucket is the one reported.
+        links.set_expiry(0, 3000);
+        assert_eq!(coarse.poll(&mut links, 1024), None);
+        assert_eq!(coarse.bucket_tick(&links, 0), Some(3008));
+    }
 }

@@ -28,10 +28,12 @@
 //! # Given up
 //! - A timer pushed later costs one extra wheel insertion when its old placement comes due, and
 //!   the fd may wake the owner for a record that only moves.
-//! - No filed tick is kept apart from the deadline, so the owner cannot tell whether an earlier
-//!   deadline is still later than where the record is filed: every earlier re-arm (local, or a
-//!   remote one's notice) moves the record, where keeping the filed tick would sometimes save
-//!   the move at 8 more bytes a timer.
+//! - No filed tick is kept apart from the deadline, so the owner cannot tell whether a record is
+//!   filed before an earlier deadline except by its bucket: an earlier re-arm (local, or a remote
+//!   one's notice) leaves the record where it is when its bucket comes due no later than the new
+//!   deadline (the wheel reads the deadline then), and moves it otherwise. The bucket's tick is
+//!   never after the tick the record was filed for, so this moves no more often than a kept
+//!   filed tick would, and a move is O(1).
 //! - With a [`crate::ManualClock`] there is no timerfd: `turn` fires what the manual time makes
 //!   due, and `park` returns at once if something is due, else waits for a remote kick or timeout.
 
@@ -267,14 +269,20 @@ impl<T: Send + 'static> Base<T> {
         true
     }
 
-    /// Moves a record, if filed, to an earlier tick.
+    /// Moves a record, if filed, to an earlier tick, unless its bucket comes due no later than
+    /// that anyway (the wheel then reads the deadline and places it again, as for a later one).
     fn move_earlier(&mut self, slot: u32, tick: u64) {
         self.forward_clock();
         let (wheel, mut filing) = self.filing();
-        if filing.is_filed(slot) {
-            let expiry = wheel.relink(&mut filing, slot, tick);
-            self.arm_if_earlier(expiry);
+        if !filing.is_filed(slot)
+            || wheel
+                .bucket_tick(&filing, slot)
+                .is_some_and(|at| at <= tick)
+        {
+            return;
         }
+        let expiry = wheel.relink(&mut filing, slot, tick);
+        self.arm_if_earlier(expiry);
     }
 
     /// Does the base's work, without blocking: reads the clock once, advances the wheel to now in
