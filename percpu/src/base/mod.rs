@@ -272,8 +272,9 @@ impl<T: Send + 'static> Base<T> {
     /// Moves a record, if filed, to an earlier tick, unless its bucket comes due no later than
     /// that anyway (the wheel then reads the deadline and places it again, as for a later one).
     fn move_earlier(&mut self, slot: u32, tick: u64) {
-        self.forward_clock();
-        let (wheel, mut filing) = self.filing();
+        // The bucket's tick is read against the wheel's own clock, stale or not (its placement
+        // invariants are relative to it); the clock is brought forward only for a move.
+        let (wheel, filing) = self.filing();
         if !filing.is_filed(slot)
             || wheel
                 .bucket_tick(&filing, slot)
@@ -281,6 +282,8 @@ impl<T: Send + 'static> Base<T> {
         {
             return;
         }
+        self.forward_clock();
+        let (wheel, mut filing) = self.filing();
         let expiry = wheel.relink(&mut filing, slot, tick);
         self.arm_if_earlier(expiry);
     }
