@@ -125,6 +125,16 @@ pub(crate) fn granules_ceil_positive(tick: u64, shift: u32) -> u64 {
     ((tick - 1) >> shift) + 1
 }
 
+/// Coarse mode: the tick of `slot` on `level`, the one granule of the window
+/// `ceil(clock / 8^level)..+64` that the slot stands for (saturating at `u64::MAX`).
+#[inline]
+pub(crate) fn coarse_slot_tick(clock: u64, level: usize, slot: usize) -> u64 {
+    let shift = granularity_shift(level);
+    let first = granules_ceil(clock, shift);
+    let lap = (slot as u64).wrapping_sub(first) & (SLOTS as u64 - 1);
+    granules_to_tick(first.saturating_add(lap), shift)
+}
+
 /// `tick / 2^shift`, rounded up. Never overflows.
 #[inline]
 pub(crate) fn granules_ceil(tick: u64, shift: u32) -> u64 {

@@ -68,9 +68,9 @@
 
 use crate::buckets::{Bucket, Buckets, due_bucket, overflow_bucket, wheel_bucket};
 use crate::geometry::{
-    SLOTS, granularity_shift, granules_ceil, granules_ceil_positive, granules_to_tick, level_for,
-    level_for_delay, level_span_ticks, round_up, slot_for, slot_of_granule, slot_start,
-    top_block_start,
+    SLOTS, coarse_slot_tick, granularity_shift, granules_ceil, granules_ceil_positive,
+    granules_to_tick, level_for, level_for_delay, level_span_ticks, round_up, slot_for,
+    slot_of_granule, slot_start, top_block_start,
 };
 pub use crate::lists::{Links, NIL};
 use crate::{Mode, Stats};
@@ -337,13 +337,7 @@ impl RawWheel {
         let (level, slot) = crate::buckets::level_and_slot(bucket);
         Some(match self.mode {
             Mode::Exact => slot_start(self.clock, level, slot),
-            Mode::Coarse => {
-                // The one granule of the window `first..first + 64` that the slot stands for.
-                let shift = granularity_shift(level);
-                let first = granules_ceil(self.clock, shift);
-                let lap = (slot as u64).wrapping_sub(first) & (SLOTS as u64 - 1);
-                granules_to_tick(first.saturating_add(lap), shift)
-            }
+            Mode::Coarse => coarse_slot_tick(self.clock, level, slot),
         })
     }
 
@@ -677,8 +671,7 @@ impl RawWheel {
                 // its slot; its timers expire then, or later if their expiry rose.
                 let shift = granularity_shift(level);
                 let first = granules_ceil(self.clock, shift);
-                let lap = (slot as u64).wrapping_sub(first) & (SLOTS as u64 - 1);
-                let tick = granules_to_tick(first.saturating_add(lap), shift);
+                let tick = coarse_slot_tick(self.clock, level, slot);
                 assert!(
                     expiry >= tick,
                     "Coarse timer at {expiry} in the bucket of tick {tick}"
