@@ -1,10 +1,11 @@
 //! Timer storage: a slab of entries, one per pending timer, that the bucket lists (`lists.rs`)
 //! link through.
 //!
-//! Each entry is 32 bytes for a `u64` payload: the `next` and `prev` links (4 + 4 bytes) sit
-//! outside an enum that holds either the pending timer (expiry, value, generation, list) or,
-//! once vacant, only the generation. The enum needs no tag of its own: it lives in the list
-//! field's niche (a `NonZeroU32`), and the vacant variant fits beside it. A vacant entry reuses
+//! Each entry is 32 bytes for a `u64` payload: the `next` and `prev` links (4 + 4 bytes) and the
+//! expiry (8) sit outside an enum that holds either the pending timer (value, generation, list)
+//! or, once vacant, only the generation. The enum needs no tag of its own: it lives in the list
+//! field's niche (a `NonZeroU32`), and the vacant variant fits beside it. A walk of a list reads
+//! `next` and the expiry without matching the enum. A vacant entry reuses
 //! `next` as the free-list link, so freed memory is reused by the very next insert: there are no
 //! tombstones, and a reset-heavy load never grows the slab.
 //!
@@ -42,6 +43,9 @@ struct Entry<T> {
     next: u32,
     /// Previous entry on the chain; stale on a chain's head and on a vacant entry.
     prev: u32,
+    /// The tick the timer fires at (its deadline in Exact mode, rounded up in Coarse mode);
+    /// stale on a vacant entry.
+    expiry: u64,
     slot: Slot<T>,
 }
 
@@ -58,8 +62,6 @@ enum Slot<T> {
 /// A pending timer.
 #[derive(Debug)]
 pub(crate) struct Timer<T> {
-    /// The tick the timer fires at (its deadline in Exact mode, rounded up in Coarse mode).
-    pub(crate) expiry: u64,
     pub(crate) value: T,
     /// Bumped every time the entry is freed; a `TimerId` must match it.
     generation: u32,
@@ -100,19 +102,27 @@ impl<T> Slab<T> {
             .count()
     }
 
-    /// The pending timer at `index` if `generation` matches.
+    /// The expiry and the pending timer at `index` if `generation` matches.
     #[inline]
-    pub(crate) fn get(&self, index: u32, generation: u32) -> Option<&Timer<T>> {
-        match &self.entries.get(index)?.slot {
-            Slot::Occupied(timer) if timer.generation == generation => Some(timer),
+    pub(crate) fn get(&self, index: u32, generation: u32) -> Option<(u64, &Timer<T>)> {
+        let entry = self.entries.get(index)?;
+        match &entry.slot {
+            Slot::Occupied(timer) if timer.generation == generation => Some((entry.expiry, timer)),
             _ => None,
         }
     }
 
     #[inline]
-    pub(crate) fn get_mut(&mut self, index: u32, generation: u32) -> Option<&mut Timer<T>> {
-        match &mut self.entries.get_mut(index)?.slot {
-            Slot::Occupied(timer) if timer.generation == generation => Some(timer),
+    pub(crate) fn get_mut(
+        &mut self,
+        index: u32,
+        generation: u32,
+    ) -> Option<(&mut u64, &mut Timer<T>)> {
+        let entry = self.entries.get_mut(index)?;
+        match &mut entry.slot {
+            Slot::Occupied(timer) if timer.generation == generation => {
+                Some((&mut entry.expiry, timer))
+            }
             _ => None,
         }
     }
@@ -124,6 +134,13 @@ impl<T> Slab<T> {
             Slot::Occupied(timer) => timer,
             Slot::Vacant { .. } => panic!("entry {index} is vacant"),
         }
+    }
+
+    /// The expiry of the pending timer at `index`, which the caller knows is occupied.
+    #[cfg(debug_assertions)]
+    #[inline]
+    pub(crate) fn expiry_of(&self, index: u32) -> u64 {
+        self.entries[index].expiry
     }
 
     #[inline]
@@ -164,8 +181,8 @@ impl<T> Slab<T> {
         *entry = Entry {
             next,
             prev: NIL,
+            expiry,
             slot: Slot::Occupied(Timer {
-                expiry,
                 value,
                 generation,
                 list_plus_one: plus_one(list),
@@ -279,12 +296,12 @@ impl<T> Links for Slab<T> {
 
     #[inline(always)]
     fn expiry(&self, index: u32) -> u64 {
-        self.timer(index).expiry
+        self.entries[index].expiry
     }
 
     #[inline(always)]
     fn set_expiry(&mut self, index: u32, expiry: u64) {
-        self.timer_mut(index).expiry = expiry;
+        self.entries[index].expiry = expiry;
     }
 
     #[inline(always)]
@@ -299,10 +316,7 @@ impl<T> Links for Slab<T> {
     #[inline(always)]
     fn next_and_expiry(&self, index: u32) -> (u32, u64) {
         let entry = &self.entries[index];
-        let Slot::Occupied(timer) = &entry.slot else {
-            panic!("entry {index} is vacant");
-        };
-        (entry.next, timer.expiry)
+        (entry.next, entry.expiry)
     }
 
     #[inline(always)]
@@ -310,11 +324,11 @@ impl<T> Links for Slab<T> {
         let entry = &mut self.entries[index];
         entry.next = next;
         entry.prev = NIL;
+        entry.expiry = expiry;
         let Slot::Occupied(timer) = &mut entry.slot else {
             panic!("entry {index} is vacant");
         };
         timer.list_plus_one = plus_one(list);
-        timer.expiry = expiry;
     }
 }
 
@@ -415,6 +429,7 @@ impl<T> Chunks<T> {
                 NIL
             },
             prev: NIL,
+            expiry: 0,
             slot: Slot::Vacant { generation },
         };
         // Collected into a buffer of exactly one chunk, so no chunk-sized value is ever on the
