@@ -355,7 +355,11 @@ impl Buckets {
     /// [`link_detached`](Self::link_detached) or hand it out with
     /// [`handed_out`](Self::handed_out) before the next call.
     #[inline(always)]
-    pub(crate) fn take_front_occupied(&mut self, links: &impl Links, bucket: Bucket) -> (u32, u64) {
+    pub(crate) fn take_front_occupied(
+        &mut self,
+        links: &mut impl Links,
+        bucket: Bucket,
+    ) -> (u32, u64) {
         let (index, expiry, now_empty) = self
             .lists
             .pop_front(links, bucket)

@@ -41,7 +41,7 @@ use crate::lists::{Links, NIL};
 struct Entry<T> {
     /// Next entry on the timer's chain (occupied) or on the free list (vacant).
     next: u32,
-    /// Previous entry on the chain; stale on a chain's head and on a vacant entry.
+    /// Previous entry on the chain (`NIL` on a chain's head); stale on a vacant entry.
     prev: u32,
     /// The tick the timer fires at (its deadline in Exact mode, rounded up in Coarse mode);
     /// stale on a vacant entry.
