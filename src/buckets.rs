@@ -152,7 +152,14 @@ impl Buckets {
     #[inline]
     pub(crate) fn set_expiry(&mut self, links: &mut impl Links, index: u32, expiry: u64) {
         links.set_expiry(index, expiry);
-        if links.list(index) == self.overflow() {
+        self.expiry_set(links.list(index), expiry);
+    }
+
+    /// The bound's part of [`set_expiry`](Self::set_expiry), for storage that set the expiry of
+    /// a timer on `bucket` itself.
+    #[inline]
+    pub(crate) fn expiry_set(&mut self, bucket: Bucket, expiry: u64) {
+        if bucket == self.overflow() {
             self.overflow_bound = self.overflow_bound.min(expiry);
         }
     }
@@ -229,6 +236,25 @@ impl Buckets {
         let (old, now_empty) = self.lists.unlink(links, index);
         self.unlinked(old, now_empty);
         self.link_detached(links, bucket, index, expiry);
+    }
+
+    /// [`relink`](Self::relink) of a timer whose storage read its old links `old` (`next`,
+    /// `prev`, `list`) and wrote it as the head of `bucket` in front of `head`, from
+    /// [`front`](Self::front): joins the old neighbours and the new head to it.
+    #[inline]
+    pub(crate) fn moved(
+        &mut self,
+        links: &mut impl Links,
+        index: u32,
+        old: (u32, u32, Bucket),
+        (bucket, head): (Bucket, u32),
+        expiry: u64,
+    ) {
+        debug_assert_ne!(old.2, bucket, "a move within a list sets the expiry only");
+        let now_empty = self.lists.unlink_known(links, index, old);
+        self.unlinked(old.2, now_empty);
+        self.lists.pushed_front(links, bucket, index, head);
+        self.linked(bucket, expiry);
     }
 
     /// Detaches every timer of `bucket` (which becomes empty, so unfrozen); walk them with

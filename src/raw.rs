@@ -226,8 +226,8 @@ impl RawWheel {
     }
 
     /// Moves the linked timer `index` to `bucket` (placed from the current clock) with `expiry`,
-    /// and returns the expiry it ends with. Out of line, so that the deferral of `Wheel::reset`,
-    /// the keepalive refresh, stays small enough to inline into the caller.
+    /// and returns the expiry it ends with. Out of line, so that a caller's own fast path stays
+    /// small enough to inline.
     #[inline(never)]
     pub(crate) fn move_to<L: Links>(
         &mut self,
@@ -245,6 +245,50 @@ impl RawWheel {
         }
         self.buckets.relink(links, index, bucket, expiry);
         expiry
+    }
+
+    /// [`move_to`](Self::move_to) in two halves, for storage that rewrites the entry itself, as
+    /// an insert does (see [`front`](Self::front)): `prepare_move` thaws `bucket` if need be and
+    /// names the entry the timer goes in front of there; the storage reads the entry's old
+    /// `next`, `prev` and `list`, writes it as [`Links::set_head`] would (or, already on `bucket`,
+    /// sets only its expiry), and [`moved`](Self::moved) joins the old neighbours and the new.
+    /// One lookup of the entry instead of three.
+    #[inline]
+    pub(crate) fn prepare_move<L: Links>(
+        &mut self,
+        links: &mut L,
+        index: u32,
+        bucket: Bucket,
+    ) -> u32 {
+        // Thawing a frozen bucket may move this very timer to `DUE`; the storage reads its list
+        // after this.
+        if self.buckets.is_frozen(bucket) {
+            self.thaw(links, bucket);
+        }
+        self.buckets.front(bucket, index)
+    }
+
+    /// The second half of [`prepare_move`](Self::prepare_move), for a timer that left the list
+    /// `old.2` (with neighbours `old.0` after it and `old.1` before it) for `bucket`, in front of
+    /// `head`; `in_place` if it stayed on its list and only its expiry changed.
+    #[inline]
+    pub(crate) fn moved<L: Links>(
+        &mut self,
+        links: &mut L,
+        index: u32,
+        old: Option<(u32, u32, u32)>,
+        (bucket, head): (Bucket, u32),
+        expiry: u64,
+    ) {
+        match old {
+            None => {
+                self.buckets.expiry_set(bucket, expiry);
+                self.stats.resets_in_place += 1;
+            }
+            Some(old) => self
+                .buckets
+                .moved(links, index, old, (bucket, head), expiry),
+        }
     }
 
     /// Advances the clock towards `now` and hands out one timer whose expiry is `<= now`: it is

@@ -191,6 +191,32 @@ impl<T> Slab<T> {
         generation
     }
 
+    /// Moves the occupied entry `index` to the head of a chain of `list` in front of `next`, with
+    /// `expiry`, writing it once as [`Links::set_head`] would; returns its old `next`, `prev` and
+    /// `list` for the caller to join its old neighbours. If it is on `list` already, only the
+    /// expiry is set and `None` returned.
+    #[inline]
+    pub(crate) fn move_head(
+        &mut self,
+        index: u32,
+        (next, list, expiry): (u32, u32, u64),
+    ) -> Option<(u32, u32, u32)> {
+        let entry = &mut self.entries[index];
+        let Slot::Occupied(timer) = &mut entry.slot else {
+            panic!("entry {index} is vacant");
+        };
+        entry.expiry = expiry;
+        let old_list = timer.list();
+        if old_list == list {
+            return None;
+        }
+        timer.list_plus_one = plus_one(list);
+        let old = (entry.next, entry.prev, old_list);
+        entry.next = next;
+        entry.prev = NIL;
+        Some(old)
+    }
+
     /// Frees an occupied entry that is on no list; returns the generation its id had, and its
     /// value.
     #[inline]

@@ -197,8 +197,19 @@ impl<T> Wheel<T> {
             }
             return true;
         }
-        self.raw.move_to(&mut self.slab, id.index, bucket, expiry);
+        self.move_timer(id.index, bucket, expiry);
         true
+    }
+
+    /// The move of [`reset`](Self::reset): the entry is looked up once more, read and rewritten
+    /// in one go, and the wheel joins its old neighbours and its new one. Out of line, so that
+    /// the deferral, the keepalive refresh, stays small enough to inline into the caller.
+    #[inline(never)]
+    fn move_timer(&mut self, index: u32, bucket: u32, expiry: u64) {
+        let head = self.raw.prepare_move(&mut self.slab, index, bucket);
+        let old = self.slab.move_head(index, (head, bucket, expiry));
+        self.raw
+            .moved(&mut self.slab, index, old, (bucket, head), expiry);
     }
 
     /// The tick a pending timer fires at; `None` if `id` is stale or foreign.

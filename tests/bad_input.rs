@@ -141,6 +141,26 @@ fn far_timers_wait_on_the_overflow_list_and_fire_on_time() {
 }
 
 #[test]
+fn an_overflow_timer_reset_earlier_on_the_overflow_list_is_not_missed() {
+    for mode in MODES {
+        let mut wheel = Wheel::new(mode);
+        let a = wheel.insert(1 << 62, 'a').unwrap();
+        let b = wheel.insert(1 << 61, 'b').unwrap();
+        // Still past the top level: `a` stays on the overflow list, now the earliest there.
+        assert!(wheel.reset(a, 1 << 60));
+        let expiry = wheel.expiry(a).unwrap();
+        assert!(expiry < wheel.expiry(b).unwrap());
+        let next = wheel.next_expiry().unwrap();
+        assert!(
+            next <= expiry,
+            "{mode:?}: next_expiry {next} after {expiry}"
+        );
+        assert_eq!(wheel.poll(expiry - 1), None);
+        assert_eq!(wheel.poll(expiry), Some((a, 'a')));
+    }
+}
+
+#[test]
 fn a_long_jump_moves_each_timer_at_most_levels_minus_one_times() {
     for mode in MODES {
         let mut wheel = Wheel::new(mode);
