@@ -99,6 +99,16 @@ pub(crate) fn level_for_delay(delay_ticks: u64) -> usize {
     level + usize::from(delay_ticks > COARSE_LEVEL_LAST[level])
 }
 
+/// Coarse mode: whether `expiry`, rounded up to a granule of `level`, is placed on `level` or
+/// below at every clock from `clock` on, so that placing it again gives it back (a finer
+/// granule divides it). Not so when the rounding carried it past the level's span: placed
+/// again, it would go up a level and be rounded up once more.
+#[inline]
+pub(crate) fn coarse_expiry_stays(clock: u64, level: usize, expiry: u64) -> bool {
+    // `delay <= 63 * 8^level - 1`, that is `delay / 8^level < 63` (`COARSE_LEVEL_LAST`).
+    expiry.saturating_sub(clock) >> granularity_shift(level) < COARSE_LEVEL_SPAN
+}
+
 /// Coarse mode: the largest delay level `n` holds, `63 * 8^n - 1`; `u64::MAX` for level 20,
 /// whose span does not fit in a `u64`.
 const COARSE_LEVEL_LAST: [u64; COARSE_MAX_LEVELS + 1] = {
@@ -239,6 +249,25 @@ mod tests {
                 assert_eq!(level_for_delay(delay), by_division(delay), "delay {delay}");
             }
         }
+    }
+
+    #[test]
+    fn a_coarse_expiry_stays_unless_rounding_carried_it_past_its_level() {
+        // Clock 15, deadline 518: delay 503 is level 1 (granule 8), rounded to 520, whose delay
+        // 505 is past level 1's last (503): placed again, it would be rounded to 576.
+        assert_eq!(level_for_delay(518 - 15), 1);
+        assert_eq!(round_up(518, granularity_shift(1)), 520);
+        assert!(!coarse_expiry_stays(15, 1, 520));
+        assert_eq!(level_for_delay(520 - 16), 2);
+        // One granule earlier it stays, at this clock and every later one.
+        assert!(coarse_expiry_stays(15, 1, 512));
+        for clock in 15..=512 {
+            let level = level_for_delay(512 - clock);
+            assert!(level <= 1);
+            assert_eq!(round_up(512, granularity_shift(level)), 512);
+        }
+        // An expiry at or before the clock stays (it is due).
+        assert!(coarse_expiry_stays(600, 3, 520));
     }
 
     #[test]

@@ -16,7 +16,8 @@
 //! ## Given up
 //! See `raw.rs`: `next_expiry` may name a tick at which a timer pushed later only moves.
 
-use crate::buckets::is_wheel_bucket;
+use crate::buckets::{is_wheel_bucket, level_and_slot};
+use crate::geometry::coarse_expiry_stays;
 use crate::raw::{RawWheel, place};
 use crate::slab::Slab;
 use crate::{Builder, Full, Mode, Stats, TimerId};
@@ -183,12 +184,17 @@ impl<T> Wheel<T> {
         if expiry >= old_expiry
             && is_wheel_bucket(old_bucket, levels)
             && is_wheel_bucket(bucket, levels)
+            && (bucket == old_bucket
+                || coarse_expiry_stays(clock, level_and_slot(bucket).0, expiry))
         {
             // A later expiry only rewrites the entry: the timer stays in its bucket, which comes
             // due no later than the old expiry, so before the new one, and the drain places it
             // again then. One entry touched instead of three (the entry and the two neighbours
             // an unlink writes). In the same bucket, this is all a move would do anyway. On a
-            // wheel bucket, no overflow bound to keep.
+            // wheel bucket, no overflow bound to keep. Only an expiry that placing again gives
+            // back is deferred: one that its rounding carried past its level's span would be
+            // rounded up again, later than `expiry` says, so that timer moves now. (Coarse
+            // only: an Exact reset to a later deadline on a wheel bucket returned above.)
             *timer_expiry = expiry;
             if bucket == old_bucket {
                 stats.resets_in_place += 1;
