@@ -385,8 +385,8 @@ impl RawWheel {
         })
     }
 
-    /// A tick at which something may be due, never later than the earliest linked expiry; `None`
-    /// if nothing is linked. O(levels). See [`Wheel::next_expiry`](crate::Wheel::next_expiry).
+    /// A tick at which something may be due, never later than the earliest linked expiry or the
+    /// clock, whichever is later; `None` if nothing is linked. O(levels). See [`Wheel::next_expiry`](crate::Wheel::next_expiry).
     pub fn next_expiry(&self) -> Option<u64> {
         if self.buckets.has_due() || self.buckets.first_frozen().is_some() {
             return Some(self.clock);

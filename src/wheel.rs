@@ -313,8 +313,10 @@ impl<T> Wheel<T> {
         Drain { wheel: self, now }
     }
 
-    /// A tick at which something may be due, never later than the earliest pending expiry;
-    /// `None` if the wheel is empty. O(levels).
+    /// A tick at which something may be due, never later than the earliest pending expiry or
+    /// the clock, whichever is later; `None` if the wheel is empty. O(levels). A timer already
+    /// due (left by a drain dropped early, or inserted at or before [`now`](Self::now)) makes it
+    /// the clock.
     ///
     /// After a drain to `now` it is `> now`. In Coarse mode it is the tick of the earliest
     /// occupied bucket: the earliest expiry, unless a [`reset`](Self::reset) pushed that
