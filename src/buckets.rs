@@ -107,11 +107,11 @@ pub(crate) struct Buckets {
 }
 
 impl Buckets {
-    /// Lists for `levels` levels.
-    pub(crate) fn new(levels: usize) -> Self {
+    /// Lists for `levels` levels, each of `chains` chains (see `lists.rs`).
+    pub(crate) fn new(levels: usize, chains: usize) -> Self {
         debug_assert!((1..=MAX_LEVELS).contains(&levels));
         Buckets {
-            lists: Lists::new(levels * SLOTS + 2),
+            lists: Lists::new(levels * SLOTS + 2, chains),
             levels,
             len: 0,
             occupied: [0; MAX_LEVELS],
@@ -530,7 +530,7 @@ mod tests {
     #[test]
     fn link_and_unlink_keep_the_bits() {
         let mut l = Plain::with(4);
-        let mut b = Buckets::new(2);
+        let mut b = Buckets::new(2, 4);
         let bucket = wheel_bucket(1, 7);
         let (x, y) = (0, 1);
         b.insert(&mut l, bucket, x, 10);
@@ -555,7 +555,7 @@ mod tests {
     #[test]
     fn overflow_bound_is_kept_on_link() {
         let mut l = Plain::with(4);
-        let mut b = Buckets::new(1);
+        let mut b = Buckets::new(1, 4);
         let over = b.overflow();
         b.insert(&mut l, over, 0, 500);
         b.insert(&mut l, over, 1, 700);

@@ -6,15 +6,18 @@
 //! The wheel's own slab (`slab.rs`) is one such storage; the per-core crate's shared slot table is
 //! another, so a timer there is one record with its links inside, not a wheel entry beside it.
 //!
-//! Each list (a bucket) is `CHAINS` chains, an entry going on chain `index % CHAINS`. A list walk
+//! Each list (a bucket) is `chains` chains, an entry going on chain `index % chains`. A list walk
 //! is a chain of dependent loads, one cache miss per timer once the storage outgrows the cache;
-//! walking the chains of a bucket in turn keeps up to `CHAINS` of those misses in flight at once,
-//! which is what makes firing and cascading a large bucket several times faster. Eight chains
-//! fire the buckets of a 10^6-timer Coarse wheel (10^4 to 10^5 timers each) 20-30% faster than
-//! four did; sixteen are slower again (each pop probes more empty chains, and a bucket's heads
-//! fill a whole cache line). The cost is `CHAINS` heads a bucket (32 bytes, one array per
-//! bucket, so a chain's head is found with one bounds check), and a look at all of them when an
-//! unlink or a pop empties a chain, to tell whether the bucket is now empty.
+//! walking the chains of a bucket in turn keeps up to `chains` of those misses in flight at
+//! once, which is what makes firing and cascading a large bucket several times faster. How many
+//! pays depends on how full a bucket is when it is walked, so the wheel picks it by mode
+//! ([`chains_for`]): eight for Coarse, whose buckets each hold a window of `8^n` ticks (at 10^6
+//! timers, 10^4 to 10^5 a bucket; eight fire them 20-30% faster than four, sixteen are slower
+//! again); four for Exact, whose timers all end in level-0 buckets of one tick each, a few timers
+//! a bucket, where eight made each pop probe more empty chains (Exact firing at 10^6 was 25%
+//! slower). The cost is [`MAX_CHAINS`] heads a bucket (32 bytes, one array per bucket, so a
+//! chain's head is found with one bounds check; chains past `chains` stay empty), and a look at
+//! all of them when an unlink or a pop empties a chain, to tell whether the bucket is now empty.
 //!
 //! Linking is a push-front and unlinking is O(1) given the entry, which records its list. A
 //! chain's head has `prev == NIL`, so an unlink knows from the entry alone whether it is a head
@@ -36,8 +39,19 @@
 /// End of a chain, and "no entry".
 pub const NIL: u32 = u32::MAX;
 
-/// Chains per bucket; a power of two.
-const CHAINS: usize = 8;
+/// Most chains a bucket has; the heads array of every bucket has this many.
+pub(crate) const MAX_CHAINS: usize = 8;
+/// The other number of chains a bucket can have.
+const FEW_CHAINS: usize = 4;
+
+/// Chains per bucket for a wheel in `mode`, [`MAX_CHAINS`] or [`FEW_CHAINS`]; see the module
+/// doc.
+pub(crate) fn chains_for(mode: crate::Mode) -> usize {
+    match mode {
+        crate::Mode::Coarse => MAX_CHAINS,
+        crate::Mode::Exact => FEW_CHAINS,
+    }
+}
 
 /// The per-timer fields a wheel reads and writes, kept by the caller at index `index`.
 ///
@@ -99,23 +113,19 @@ pub trait Links {
     }
 }
 
-/// The chain of its bucket that entry `index` goes on.
-#[inline]
-fn chain_of(index: u32) -> usize {
-    index as usize & (CHAINS - 1)
-}
-
 /// The heads of one bucket's chains.
-type Heads = [u32; CHAINS];
+type Heads = [u32; MAX_CHAINS];
 
 /// The heads of an empty bucket.
-const EMPTY: Heads = [NIL; CHAINS];
+const EMPTY: Heads = [NIL; MAX_CHAINS];
 
 /// A bucket's chains after [`Lists::take_list`]: its entries, walked chain by chain in turn.
 #[derive(Debug)]
 pub(crate) struct Detached {
-    chains: [u32; CHAINS],
+    chains: Heads,
     turn: usize,
+    /// `chains - 1` of the lists it came from.
+    mask: usize,
 }
 
 /// The heads of every list.
@@ -124,14 +134,28 @@ pub(crate) struct Lists {
     heads: Vec<Heads>,
     /// Rotates the chain that `pop_front` takes from next.
     cursor: usize,
+    /// Chains per list, less one (a power of two less one).
+    mask: usize,
 }
 
 impl Lists {
-    pub(crate) fn new(lists: usize) -> Self {
+    /// `lists` empty lists of `chains` chains each ([`MAX_CHAINS`] or [`FEW_CHAINS`]).
+    pub(crate) fn new(lists: usize, chains: usize) -> Self {
+        assert!(
+            chains == MAX_CHAINS || chains == FEW_CHAINS,
+            "{chains} chains"
+        );
         Lists {
             heads: vec![EMPTY; lists],
             cursor: 0,
+            mask: chains - 1,
         }
+    }
+
+    /// The chain of its bucket that entry `index` goes on.
+    #[inline]
+    fn chain_of(&self, index: u32) -> usize {
+        index as usize & self.mask
     }
 
     /// True if no entry is on `list`.
@@ -158,7 +182,7 @@ impl Lists {
     /// The entry `index` goes in front of when pushed on `list`: its chain's head, or `NIL`.
     #[inline]
     pub(crate) fn front(&self, list: u32, index: u32) -> u32 {
-        self.heads[list as usize][chain_of(index)]
+        self.heads[list as usize][self.chain_of(index)]
     }
 
     /// The rest of [`push_front`](Self::push_front) once the entry's own links are written as
@@ -176,7 +200,8 @@ impl Lists {
             // A blind write: the old head is not read.
             links.set_prev(head, index);
         }
-        self.heads[list as usize][chain_of(index)] = index;
+        let chain = self.chain_of(index);
+        self.heads[list as usize][chain] = index;
     }
 
     /// Takes the linked entry `index` off its chain; returns its list and whether that list
@@ -198,8 +223,9 @@ impl Lists {
         (next, prev, list): (u32, u32, u32),
     ) -> bool {
         if prev == NIL {
+            let chain_of = self.chain_of(index);
             let heads = &mut self.heads[list as usize];
-            let chain = &mut heads[chain_of(index)];
+            let chain = &mut heads[chain_of];
             debug_assert_eq!(*chain, index, "an entry with no prev is its chain's head");
             *chain = next;
             if next == NIL {
@@ -222,10 +248,26 @@ impl Lists {
         links: &mut impl Links,
         list: u32,
     ) -> Option<(u32, u64, bool)> {
+        // One predictable branch to a walk whose chain count the compiler knows, so the probes
+        // unroll.
+        if self.mask == MAX_CHAINS - 1 {
+            self.pop_front_of::<MAX_CHAINS>(links, list)
+        } else {
+            self.pop_front_of::<FEW_CHAINS>(links, list)
+        }
+    }
+
+    /// [`pop_front`](Self::pop_front) with `C` chains a list.
+    #[inline(always)]
+    fn pop_front_of<const C: usize>(
+        &mut self,
+        links: &mut impl Links,
+        list: u32,
+    ) -> Option<(u32, u64, bool)> {
         let heads = &mut self.heads[list as usize];
-        for _ in 0..CHAINS {
+        for _ in 0..C {
             self.cursor = self.cursor.wrapping_add(1);
-            let chain = self.cursor & (CHAINS - 1);
+            let chain = self.cursor & (C - 1);
             let head = heads[chain];
             if head != NIL {
                 let (next, expiry) = links.next_and_expiry(head);
@@ -243,15 +285,32 @@ impl Lists {
     /// [`pop_detached`](Self::pop_detached).
     pub(crate) fn take_list(&mut self, list: u32) -> Detached {
         let chains = std::mem::replace(&mut self.heads[list as usize], EMPTY);
-        Detached { chains, turn: 0 }
+        Detached {
+            chains,
+            turn: 0,
+            mask: self.mask,
+        }
     }
 
     /// The next detached entry and its expiry, from the chains in turn; the caller pushes or
     /// forgets it before asking for another.
     #[inline]
     pub(crate) fn pop_detached(links: &impl Links, detached: &mut Detached) -> Option<(u32, u64)> {
-        for _ in 0..CHAINS {
-            detached.turn = (detached.turn + 1) & (CHAINS - 1);
+        if detached.mask == MAX_CHAINS - 1 {
+            Self::pop_detached_of::<MAX_CHAINS>(links, detached)
+        } else {
+            Self::pop_detached_of::<FEW_CHAINS>(links, detached)
+        }
+    }
+
+    /// [`pop_detached`](Self::pop_detached) with `C` chains a list.
+    #[inline(always)]
+    fn pop_detached_of<const C: usize>(
+        links: &impl Links,
+        detached: &mut Detached,
+    ) -> Option<(u32, u64)> {
+        for _ in 0..C {
+            detached.turn = (detached.turn + 1) & (C - 1);
             let index = detached.chains[detached.turn];
             if index != NIL {
                 let (next, expiry) = links.next_and_expiry(index);
@@ -271,7 +330,7 @@ impl Lists {
     /// Every entry on `list`, chain by chain, checking the `prev` links; for checks in tests.
     pub(crate) fn members(&self, links: &impl Links, list: u32) -> Vec<u32> {
         let mut out = Vec::new();
-        for chain in 0..CHAINS {
+        for chain in 0..MAX_CHAINS {
             let mut index = self.heads[list as usize][chain];
             let mut prev = NIL;
             while index != NIL {
@@ -345,9 +404,15 @@ mod tests {
 
     #[test]
     fn lists_link_and_unlink_in_o1() {
-        let c = CHAINS as u32;
-        let mut links = Plain::with(2 * CHAINS);
-        let mut lists = Lists::new(2);
+        for chains in [FEW_CHAINS, MAX_CHAINS] {
+            link_and_unlink(chains);
+        }
+    }
+
+    fn link_and_unlink(chains: usize) {
+        let c = chains as u32;
+        let mut links = Plain::with(2 * chains);
+        let mut lists = Lists::new(2, chains);
         for i in [0, 1, 2, c, c + 1] {
             lists.push_front(&mut links, 0, i, 0);
         }
@@ -370,10 +435,16 @@ mod tests {
 
     #[test]
     fn detached_chains_are_walked_in_turn() {
-        let c = CHAINS as u32;
+        for chains in [FEW_CHAINS, MAX_CHAINS] {
+            walk_detached(chains);
+        }
+    }
+
+    fn walk_detached(chains: usize) {
+        let c = chains as u32;
         let n = 2 * c + 1;
         let mut links = Plain::with(n as usize);
-        let mut lists = Lists::new(2);
+        let mut lists = Lists::new(2, chains);
         for i in 0..n {
             lists.push_front(&mut links, 0, i, 0);
         }

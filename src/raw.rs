@@ -158,7 +158,7 @@ impl RawWheel {
             mode,
             levels,
             clock: start,
-            buckets: Buckets::new(levels),
+            buckets: Buckets::new(levels, crate::lists::chains_for(mode)),
             stats: Stats::default(),
             cleared: 0,
         }
