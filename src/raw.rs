@@ -237,7 +237,7 @@ impl RawWheel {
         expiry: u64,
     ) -> u64 {
         // Thawing a frozen bucket may move this very timer to `DUE`.
-        let (bucket, expiry) = self.settle(links, bucket, expiry);
+        self.settle(links, bucket);
         if bucket == links.list(index) {
             self.buckets.set_expiry(links, index, expiry);
             self.stats.resets_in_place += 1;
@@ -260,17 +260,13 @@ impl RawWheel {
         index: u32,
         bucket: Bucket,
     ) -> u32 {
-        // Thawing a frozen bucket may move this very timer to `DUE`; the storage reads its list
-        // after this.
-        if self.buckets.is_frozen(bucket) {
-            self.thaw(links, bucket);
-        }
+        self.settle(links, bucket);
         self.buckets.front(bucket, index)
     }
 
     /// The second half of [`prepare_move`](Self::prepare_move), for a timer that left the list
     /// `old.2` (with neighbours `old.0` after it and `old.1` before it) for `bucket`, in front of
-    /// `head`; `in_place` if it stayed on its list and only its expiry changed.
+    /// `head`; `old` is `None` if it stayed on its list and only its expiry changed.
     #[inline]
     pub(crate) fn moved<L: Links>(
         &mut self,
@@ -386,7 +382,8 @@ impl RawWheel {
     }
 
     /// A tick at which something may be due, never later than the earliest linked expiry or the
-    /// clock, whichever is later; `None` if nothing is linked. O(levels). See [`Wheel::next_expiry`](crate::Wheel::next_expiry).
+    /// clock, whichever is later; `None` if nothing is linked. O(levels). See
+    /// [`Wheel::next_expiry`](crate::Wheel::next_expiry).
     pub fn next_expiry(&self) -> Option<u64> {
         if self.buckets.has_due() || self.buckets.first_frozen().is_some() {
             return Some(self.clock);
@@ -457,13 +454,15 @@ impl RawWheel {
     #[inline(always)]
     pub(crate) fn locate<L: Links>(&mut self, links: &mut L, deadline: u64) -> (Bucket, u64) {
         let (bucket, expiry) = self.place(deadline);
-        self.settle(links, bucket, expiry)
+        self.settle(links, bucket);
+        (bucket, expiry)
     }
 
     /// The second half of `locate`, for a placement already computed: thaws `bucket` if it is
-    /// frozen (Coarse mode only), so the timer can join it.
+    /// frozen (Coarse mode only), so the timer can join it. Thawing may move any timer of that
+    /// bucket, the one being placed among them, so its list is read after this.
     #[inline(always)]
-    fn settle<L: Links>(&mut self, links: &mut L, bucket: Bucket, expiry: u64) -> (Bucket, u64) {
+    fn settle<L: Links>(&mut self, links: &mut L, bucket: Bucket) {
         if self.buckets.is_frozen(bucket) {
             debug_assert_eq!(
                 self.mode,
@@ -476,7 +475,6 @@ impl RawWheel {
             !self.buckets.is_frozen(bucket),
             "located in a frozen bucket"
         );
-        (bucket, expiry)
     }
 
     /// Empties a frozen bucket so it can take a timer of a later window: timers whose expiry is
