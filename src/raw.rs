@@ -57,11 +57,14 @@
 //!
 //! ## Given up
 //! - `next_expiry` is a lower bound, not always a tick at which something fires. Exact reports a
-//!   slot's start on levels above 0 (the wheel wakes to cascade). Both modes report the tick of a
-//!   bucket whose timers were pushed later: a caller sleeping until then finds nothing due, once
-//!   per such bucket, and the drain places those timers again. The trade: a keepalive refresh
-//!   touches one entry instead of three (the entry and the two neighbours an unlink writes), and
-//!   a busy server refreshes far more often than its buckets come due.
+//!   slot's start on levels above 0 (the wheel wakes to cascade), and both modes report the
+//!   overflow list's sweep, not its bound (the sweep reads each timer's expiry, so one whose
+//!   expiry fell is handed out there: nothing is handed out before `next_expiry`). Both modes
+//!   report the tick of a bucket whose timers were pushed later: a caller sleeping until then
+//!   finds nothing due, once per such bucket, and the drain places those timers again. The
+//!   trade: a keepalive refresh touches one entry instead of three (the entry and the two
+//!   neighbours an unlink writes), and a busy server refreshes far more often than its buckets
+//!   come due.
 //! - After an overflow timer is unlinked, `overflow_bound` may be stale (too early) until the
 //!   next sweep; the sweep that finds nothing costs one walk of the overflow list.
 //! - A sweep walks the whole overflow list. It is meant for rare, very long timers.
@@ -388,15 +391,9 @@ impl RawWheel {
         if self.buckets.has_due() || self.buckets.first_frozen().is_some() {
             return Some(self.clock);
         }
-        let wheel = self.next_wheel_event().map(|(at, _)| at);
-        let overflow = self
-            .buckets
-            .has_overflow()
-            .then_some(self.buckets.overflow_bound());
-        match (wheel, overflow) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        // The overflow list's sweep, not its bound: the sweep reads each timer's expiry, and one
+        // that fell since it was placed is handed out from then on.
+        self.next_event().map(|(at, _)| at)
     }
 
     /// The wheel's clock: the tick it has been advanced to.
@@ -511,15 +508,20 @@ impl RawWheel {
         if !self.buckets.has_overflow() {
             return wheel;
         }
-        let sweep_at = match self.mode {
-            Mode::Exact => top_block_start(self.buckets.overflow_bound(), self.levels),
-            Mode::Coarse => self.coarse_sweep_tick(),
-        }
-        .max(self.clock);
+        let sweep_at = self.sweep_tick();
         match wheel {
             Some((at, event)) if at <= sweep_at => Some((at, event)),
             _ => Some((sweep_at, Event::Sweep)),
         }
+    }
+
+    /// The tick at which the drain next sweeps the overflow list (which must be non-empty).
+    fn sweep_tick(&self) -> u64 {
+        match self.mode {
+            Mode::Exact => top_block_start(self.buckets.overflow_bound(), self.levels),
+            Mode::Coarse => self.coarse_sweep_tick(),
+        }
+        .max(self.clock)
     }
 
     /// The earliest bucket to fire or cascade, from the bitmaps.

@@ -385,7 +385,9 @@ impl<T: Send + 'static> Base<T> {
         if self.wheel.now() >= now_tick || self.wheel.next_expiry().is_some_and(|t| t <= now_tick) {
             return;
         }
-        // `next_expiry` is never later than the first timer to fire, so this poll fires nothing;
+        // `next_expiry` is never later than the first tick at which the drain can hand out a
+        // record (the overflow list's sweep included, which reads a deadline a remote re-arm
+        // lowered), so this poll fires nothing;
         // should it ever, the timer is filed again as due rather than lost.
         let (wheel, mut filing) = self.filing();
         if let Some(slot) = wheel.poll(&mut filing, now_tick) {
