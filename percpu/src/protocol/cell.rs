@@ -34,12 +34,7 @@
 //!
 //! At most two armings are outstanding: a re-arm that finds the old arming firing (its cancel
 //! failed) arms a new one while the turning thread still holds the old payload. The old payload
-//! carries the old `seq`, so its delivery counts down but neither sets `FIRED` nor wakes. The
-//! bound holds because the turning thread counts each payload down as it fires
-//! ([`Cell::count_down`], inside `Base::turn`), before the turn fires anything else: a turn fires
-//! twice (before and after it takes the notices), and a remote re-arm filed between the two is
-//! fired by the second, so payloads counted down only after the turn could leave two fired
-//! armings outstanding beside a third, new one. Wakes still wait until the turn is over.
+//! carries the old `seq`, so its delivery counts down but neither sets `FIRED` nor wakes.
 //!
 //! A sleep holding the base (its owner's thread) updates the word with plain loads and stores
 //! ([`Cell::release_held`]) and takes its waker with no handshake: deliveries and a closing
@@ -199,18 +194,6 @@ impl Cell {
     /// current one, mark it fired and wake the task. True if the caller must free the cell
     /// (the sleep let go before).
     pub fn deliver(&self, seq: u32) -> bool {
-        let (free, wake) = self.count_down(seq);
-        if wake {
-            self.wake();
-        }
-        free
-    }
-
-    /// [`Cell::deliver`] without the wake, for the thread turning the base to call as each
-    /// payload fires (so a fired arming is counted down before the turn fires another); it wakes
-    /// afterwards with [`Cell::wake`] where told to. Returns (the caller must free the cell, the
-    /// caller must wake it). A re-arm between the two costs the task one spurious poll.
-    pub fn count_down(&self, seq: u32) -> (bool, bool) {
         let update = |s: u64| {
             let s = s - ARMING_ONE;
             if seq_of(s) == seq { s | FIRED } else { s }
@@ -221,13 +204,10 @@ impl Cell {
             .waker
             .update(Ordering::AcqRel, Ordering::Acquire, update);
         debug_assert!(armings_of(prev) > 0, "delivery with no arming: {prev:#x}");
-        let free = unheld(update(prev));
-        (free, !free && seq_of(prev) == seq)
-    }
-
-    /// Wakes the task registered on the cell, if any (taking its waker out).
-    pub fn wake(&self) {
-        self.waker.wake();
+        if seq_of(prev) == seq {
+            self.waker.wake();
+        }
+        unheld(update(prev))
     }
 
     /// The sleep lets go without holding the base: `cancel` is tried if the current arming may

@@ -46,8 +46,8 @@ pub(super) struct Owned {
     free: Vec<u32>,
     /// Cells at or above this were never handed out.
     next_cell: u32,
-    /// Cells whose arming fired in the current turn, woken after it.
-    fired: Vec<u32>,
+    /// Payloads of the current turn, woken after it.
+    fired: Vec<Payload>,
 }
 
 /// One base and its cells, shared by the sleeps registered on it.
@@ -242,39 +242,30 @@ impl Driver {
     }
 
     /// Turns the base and wakes the sleeps that fired; false if another thread holds the base.
-    /// Each payload is counted down on its cell as it fires (see `Cell::count_down`: that keeps
-    /// a cell at two armings at most); the wakes wait until the turn is over.
     pub(super) fn turn(&self) -> bool {
         let Some(mut held) = self.hold() else {
             return false;
         };
-        let Owned {
-            base, free, fired, ..
-        } = &mut *held;
-        base.turn(|p| {
-            let (index, seq) = cell::split(p);
-            let cell = self.cells.get(index);
-            match cell.count_down(seq) {
-                (true, _) => {
-                    cell.clear();
-                    free.push(index);
-                }
-                (false, true) => fired.push(index),
-                (false, false) => {}
-            }
-        });
-        let mut woken = std::mem::take(&mut held.fired);
-        for index in woken.drain(..) {
+        let mut fired = std::mem::take(&mut held.fired);
+        held.base.turn(|p| fired.push(p));
+        for p in fired.drain(..) {
             // A waker that panics (an executor's bug) has been reported by the panic hook by the
-            // time this returns; it must not cost the other sleeps of the turn their wakes, nor
+            // time this returns; it must not cost the other sleeps of the turn their fires, nor
             // stop the task or thread that turns the base. Its own cell was marked fired before
             // the wake, so its sleep completes at its next poll.
-            drop(catch_unwind(AssertUnwindSafe(|| {
-                self.cells.get(index).wake()
-            })));
+            let delivered = catch_unwind(AssertUnwindSafe(|| self.deliver(p, &mut held)));
+            drop(delivered);
         }
-        held.fired = woken;
+        held.fired = fired;
         true
+    }
+
+    /// A payload came out of the base: hand it to its cell (see `Cell::deliver`).
+    fn deliver(&self, p: Payload, held: &mut Held<'_>) {
+        let (index, seq) = cell::split(p);
+        if self.cells.get(index).deliver(seq) {
+            self.free_cell(index, Some(held));
+        }
     }
 
     /// The handle of this base's timer in `slot` at `generation` (a sleep keeps only those two).
