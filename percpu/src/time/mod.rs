@@ -62,11 +62,11 @@
 //!   with tokio's auto-advance, and a paused runtime's sleeps are filed on a base of its own (see
 //!   `paused` in the source). A sleep filed on another base before the pause stays on real time
 //!   until it is reset after its fire or dropped; a paused runtime needs `enable_time`.
-//! - Two limits of tokio's are lifted on purpose, so their tests in tokio's suite do not pass
-//!   here: a timer made with no time driver (`enable_time` off, or outside any runtime) is
-//!   served by the fallback base instead of panicking (tokio's `creating_sleep_outside_of_context`,
-//!   `timeout_panic_caller`, `timeout_at_panic_caller`). Pausing a multi-thread runtime panics
-//!   as in tokio, since the pause is tokio's (`pause_time_in_main_threads`,
+//! - A limit of tokio's is lifted on purpose, so its tests in tokio's suite do not pass here
+//!   (`tokio-suite/run.sh` names them): a timer made with no time driver (`enable_time` off, or
+//!   outside any runtime) is served by the fallback base instead of panicking (tokio's
+//!   `creating_sleep_outside_of_context`, `timeout_panic_caller`, `timeout_at_panic_caller`). Pausing a multi-thread runtime panics
+//!   as in tokio, since the pause is tokio's (so `pause_time_in_main_threads` and
 //!   `pause_time_in_spawn_threads` pass); a thread-per-core set ([`Timers`]) is not paused as a
 //!   whole: each current-thread runtime of it pauses its own clock, and its paused sleeps leave
 //!   the set's bases for that runtime's own.
