@@ -24,19 +24,19 @@ test_limit=${TEST_LIMIT:-20}
 
 is_lifted() { grep -qx "$1" <<<"$lifted"; }
 
-cargo test -p tickwheel-tokio-suite --tests --no-run --quiet || exit 1
+cargo test -p tickwheel-tokio-suite --features full --tests --no-run --quiet || exit 1
 
 status=0
 total_par=0 total_alone=0 total_n=0
 printf '%-14s %10s %10s\n' file parallel alone
 for f in $files; do
-    names=$(cargo test -q -p tickwheel-tokio-suite --test "$f" -- --list 2>/dev/null | sed -n 's/: test$//p')
+    names=$(cargo test -q -p tickwheel-tokio-suite --features full --test "$f" -- --list 2>/dev/null | sed -n 's/: test$//p')
     n=0
     for t in $names; do is_lifted "$t" || n=$((n + 1)); done
     skips=()
     for t in $lifted; do skips+=(--skip "$t"); done
 
-    out=$(timeout "$file_limit" cargo test -p tickwheel-tokio-suite --test "$f" -- --exact "${skips[@]}" 2>&1)
+    out=$(timeout "$file_limit" cargo test -p tickwheel-tokio-suite --features full --test "$f" -- --exact "${skips[@]}" 2>&1)
     par=$(grep -c '^test .* \.\.\. ok$' <<<"$out")
     [ "$par" = "$n" ] || { status=1; echo "$out" | grep -E 'FAILED|panicked|failures:' | head -20 >&2; }
 
@@ -45,7 +45,7 @@ for f in $files; do
         alone=0
         for t in $names; do
             is_lifted "$t" && continue
-            if timeout "$test_limit" cargo test -q -p tickwheel-tokio-suite --test "$f" -- --exact "$t" --test-threads=1 >/dev/null 2>&1; then
+            if timeout "$test_limit" cargo test -q -p tickwheel-tokio-suite --features full --test "$f" -- --exact "$t" --test-threads=1 >/dev/null 2>&1; then
                 alone=$((alone + 1))
             else
                 echo "alone: $f::$t failed" >&2
