@@ -174,10 +174,17 @@ async fn finished<T>(job: &tokio::task::JoinHandle<T>) -> bool {
 
 /// One of two runtimes on threads of their own: pauses, files an hour and a two-hour sleep, and
 /// in `steps` taken with the other, advances by an hour (the first) or two (the second), checking
-/// that the other's advance moved neither its clock nor its sleeps.
+/// that the other's advance moved neither its clock nor its sleeps. A failed check is reported
+/// at the end, so that the other thread is never left waiting at a step.
 fn one_of_two(steps: Arc<Barrier>, first: bool) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
-        rt().block_on(async move {
+        let failed = rt().block_on(async move {
+            let mut failed = Vec::new();
+            let mut check = |ok: bool, what: &'static str| {
+                if !ok {
+                    failed.push(what);
+                }
+            };
             time::pause();
             let start = Instant::now();
             let hour = tokio::spawn(time::sleep(Duration::from_secs(3600)));
@@ -188,32 +195,41 @@ fn one_of_two(steps: Arc<Barrier>, first: bool) -> std::thread::JoinHandle<()> {
             steps.wait();
             if first {
                 time::advance(Duration::from_secs(3600)).await;
-                assert!(finished(&hour).await, "the hour sleep did not fire");
-                assert!(!two.is_finished(), "fired early");
+                check(finished(&hour).await, "the hour sleep did not fire");
+                check(!two.is_finished(), "the two-hour sleep fired early");
             }
             steps.wait();
             if !first {
-                assert!(
+                check(
                     !finished(&hour).await,
-                    "the other runtime's advance fired a sleep here"
+                    "the other's advance fired a sleep here",
                 );
-                assert_eq!(
-                    Instant::now(),
-                    start,
-                    "the other runtime's advance moved this clock"
+                check(
+                    Instant::now() == start,
+                    "the other's advance moved this clock",
                 );
                 time::advance(Duration::from_secs(7200)).await;
-                assert!(finished(&hour).await && finished(&two).await);
+                check(finished(&hour).await, "the hour sleep did not fire");
+                check(finished(&two).await, "the two-hour sleep did not fire");
             }
             steps.wait();
             if first {
-                assert!(
+                check(
                     !finished(&two).await,
-                    "the other runtime's advance fired a sleep here"
+                    "the other's advance fired a sleep here",
                 );
-                assert_eq!(Instant::now() - start, Duration::from_secs(3600));
+                check(
+                    Instant::now() - start == Duration::from_secs(3600),
+                    "clock not at 1 h",
+                );
             }
+            failed
         });
+        assert!(
+            failed.is_empty(),
+            "runtime {}: {failed:?}",
+            if first { 1 } else { 2 }
+        );
     })
 }
 
