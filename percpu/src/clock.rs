@@ -23,6 +23,10 @@
 //!
 //! Clock stepping back: the kernel clocks never do; a [`ManualClock`] may be `set` backwards. The
 //! base keeps the largest time it has seen, so its wheel never runs backwards.
+//!
+//! With the `test-util` feature, a timeline may follow one tokio runtime's clock instead
+//! ([`Timeline::on_tokio`]): the base of that runtime's paused clock (see `time::paused`). Like a
+//! manual clock it arms no timerfd; the runtime turns it.
 
 use std::fmt;
 use std::io;
@@ -124,12 +128,10 @@ enum Source {
         epoch_raw_ns: u64,
     },
     Manual(ManualClock),
-    /// `CLOCK_MONOTONIC` through the process's test clock (see [`test_clock`]): the bases of the
-    /// `time` module. The timeline's epoch is the test clock's.
-    #[cfg(all(feature = "tokio", not(loom)))]
-    Test {
-        epoch_raw_ns: u64,
-    },
+    /// The clock of one tokio runtime (see [`tokio_clock`]): a base that serves that runtime while
+    /// its clock is paused. The timeline's epoch is that clock's reading when it was made.
+    #[cfg(all(feature = "test-util", not(loom)))]
+    Tokio(tokio::runtime::Handle),
 }
 
 /// A tick's length in ns; an error for a zero tick.
@@ -167,16 +169,14 @@ impl Timeline {
         })
     }
 
-    /// A timeline on the process's test clock (`CLOCK_MONOTONIC` unless paused or advanced).
-    #[cfg(all(feature = "tokio", not(loom)))]
-    pub(crate) fn on_test_clock(tick: Duration) -> io::Result<Self> {
+    /// A timeline on the clock of the runtime `handle` names (its epoch: that clock, now).
+    #[cfg(all(feature = "test-util", not(loom)))]
+    pub(crate) fn on_tokio(handle: tokio::runtime::Handle, tick: Duration) -> io::Result<Self> {
         let tick_ns = tick_ns(tick)?;
-        let epoch = test_clock::epoch();
+        let epoch = tokio_clock::now_on(&handle);
         Ok(Self {
-            source: Source::Test {
-                epoch_raw_ns: epoch.raw_ns,
-            },
-            epoch: epoch.instant,
+            source: Source::Tokio(handle),
+            epoch,
             tick_ns,
         })
     }
@@ -189,54 +189,31 @@ impl Timeline {
                 raw.saturating_sub(*epoch_raw_ns)
             }
             Source::Manual(m) => m.now_ns(),
-            #[cfg(all(feature = "tokio", not(loom)))]
-            Source::Test { .. } => test_clock::now_ns(),
+            #[cfg(all(feature = "test-util", not(loom)))]
+            Source::Tokio(handle) => {
+                duration_to_ns(tokio_clock::now_on(handle).saturating_duration_since(self.epoch))
+            }
         }
     }
 
-    /// The kernel clock to arm a timerfd on, or `None` for a manual clock.
+    /// The kernel clock to arm a timerfd on, or `None` for a clock moved by hand (a manual clock,
+    /// or a runtime's paused clock, whose base that runtime turns).
     pub(crate) fn kernel_clock(&self) -> Option<libc::clockid_t> {
         match self.source {
             Source::Kernel { id, .. } => Some(id),
-            Source::Manual(_) => None,
-            #[cfg(all(feature = "tokio", not(loom)))]
-            Source::Test { .. } => Some(libc::CLOCK_MONOTONIC),
-        }
-    }
-
-    /// Changes of the clock's pace (a pause, an advance, a resume) so far: a timerfd armed at an
-    /// earlier count is armed at the wrong kernel time. Always 0 but on the test clock.
-    pub(crate) fn generation(&self) -> u64 {
-        match self.source {
-            #[cfg(all(feature = "tokio", not(loom)))]
-            Source::Test { .. } => test_clock::state().generation,
-            _ => 0,
+            _ => None,
         }
     }
 
     /// Absolute kernel-clock nanoseconds at the start of `tick`, if it is representable (never
-    /// on a manual clock, and on a paused test clock only for a tick already due).
+    /// on a clock moved by hand).
     pub(crate) fn tick_to_raw_ns(&self, tick: u64) -> Option<u64> {
         let at = tick.checked_mul(self.tick_ns)?;
         match self.source {
             Source::Kernel { epoch_raw_ns, .. } => at
                 .checked_add(epoch_raw_ns)
                 .filter(|&ns| ns < i64::MAX as u64),
-            Source::Manual(_) => None,
-            #[cfg(all(feature = "tokio", not(loom)))]
-            Source::Test { epoch_raw_ns } => {
-                let state = test_clock::state();
-                if state.paused {
-                    // Stands still: a due tick fires at once (an absolute time long past), a
-                    // later one only after an `advance`, which turns the base itself.
-                    return (at <= state.frozen_ns).then_some(1);
-                }
-                // Test time runs `offset_ns` ahead of the kernel clock.
-                let raw = i128::from(at) + i128::from(epoch_raw_ns) - i128::from(state.offset_ns);
-                u64::try_from(raw.max(0))
-                    .ok()
-                    .filter(|&ns| ns < i64::MAX as u64)
-            }
+            _ => None,
         }
     }
 
@@ -284,147 +261,50 @@ fn deadline_ns_from_remaining(at: Instant, instant_now: Instant, timeline_now_ns
     timeline_now_ns.saturating_add(duration_to_ns(at.saturating_duration_since(instant_now)))
 }
 
-/// The process's test clock: `CLOCK_MONOTONIC`, unless [`pause`](test_clock::pause)d (then
-/// frozen, moved only by [`advance`](test_clock::advance)) or resumed after a pause (then running
-/// on from where it was, `offset_ns` ahead of or behind the kernel clock). The `time` module's
-/// `Instant::now` and the clock of its bases.
-///
-/// One process-wide state behind a mutex, read without it (one relaxed load) until the first
-/// pause. A pause rounds the time up to a whole millisecond since the test clock's epoch, so
-/// that deadlines of whole milliseconds from a paused time fall on tick boundaries and an
-/// `advance` by the same amount makes them due.
+/// The `time` module's clock, chosen here alone: `std::time::Instant`, or with the `test-util`
+/// feature tokio's, which is the clock of the runtime the thread is in (paused, advanced and
+/// resumed by tokio's `pause`, `advance` and `resume`, and by `start_paused`) and std's outside
+/// a runtime or while nothing ever paused a runtime (one load more than std's).
 #[cfg(all(feature = "tokio", not(loom)))]
-pub(crate) mod test_clock {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::{Mutex, OnceLock, PoisonError};
-    use std::time::{Duration, Instant};
+pub(crate) fn time_now() -> Instant {
+    #[cfg(feature = "test-util")]
+    return tokio::time::Instant::now().into_std();
+    #[cfg(not(feature = "test-util"))]
+    return Instant::now();
+}
 
-    use super::duration_to_ns;
-    use crate::sys;
+/// Reading tokio's clock (feature `test-util`).
+#[cfg(all(feature = "test-util", not(loom)))]
+pub(crate) mod tokio_clock {
+    use std::time::Instant;
 
-    /// The test clock's epoch: an `Instant` and then the raw clock (so the raw epoch is never the
-    /// earlier, as in `Timeline::new`).
-    pub(crate) struct Epoch {
-        pub(crate) instant: Instant,
-        pub(crate) raw_ns: u64,
+    /// The clock of the runtime `handle` names, from any thread.
+    pub(crate) fn now_on(handle: &tokio::runtime::Handle) -> Instant {
+        let _in = handle.enter();
+        tokio::time::Instant::now().into_std()
     }
 
-    pub(crate) fn epoch() -> &'static Epoch {
-        static EPOCH: OnceLock<Epoch> = OnceLock::new();
-        EPOCH.get_or_init(|| {
-            let instant = Instant::now();
-            let raw_ns = sys::clock_ns(libc::CLOCK_MONOTONIC)
-                .expect("clock_gettime(CLOCK_MONOTONIC) fails only with a bad clock id");
-            Epoch { instant, raw_ns }
-        })
-    }
-
-    /// What the clock is doing.
-    #[derive(Clone, Copy, Debug, Default)]
-    pub(crate) struct State {
-        pub(crate) paused: bool,
-        /// While paused: the time, ns since the epoch.
-        pub(crate) frozen_ns: u64,
-        /// While running: test time minus kernel time, ns.
-        pub(crate) offset_ns: i64,
-        /// Changes so far (see `Timeline::generation`).
-        pub(crate) generation: u64,
-    }
-
-    /// Set once, by the first change: until then the state is the default and nobody locks.
-    static CHANGED: AtomicBool = AtomicBool::new(false);
-    static STATE: Mutex<State> = Mutex::new(State {
-        paused: false,
-        frozen_ns: 0,
-        offset_ns: 0,
-        generation: 0,
-    });
-
-    pub(crate) fn state() -> State {
-        // Relaxed: the flag only lets readers skip the mutex while nothing ever changed; the
-        // state itself is read under the mutex, which orders it.
-        if !CHANGED.load(Ordering::Relaxed) {
-            return State::default();
-        }
-        *STATE.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Test time, ns since the epoch.
-    pub(crate) fn now_ns() -> u64 {
-        let state = state();
-        if state.paused {
-            return state.frozen_ns;
-        }
-        running_ns(Instant::now(), state.offset_ns)
-    }
-
-    /// Test time as an `Instant`.
-    pub(crate) fn now() -> Instant {
-        let state = state();
-        let now = Instant::now();
-        if !state.paused && state.offset_ns == 0 {
-            return now;
-        }
-        let ns = if state.paused {
-            state.frozen_ns
-        } else {
-            running_ns(now, state.offset_ns)
-        };
-        epoch().instant + Duration::from_nanos(ns)
-    }
-
-    /// The test time at kernel time `now` with the clock running `offset_ns` ahead.
-    fn running_ns(now: Instant, offset_ns: i64) -> u64 {
-        let real = duration_to_ns(now.saturating_duration_since(epoch().instant));
-        u64::try_from((i128::from(real) + i128::from(offset_ns)).max(0)).unwrap_or(u64::MAX)
-    }
-
-    fn change(f: impl FnOnce(&mut State) -> Result<(), &'static str>) -> Result<(), &'static str> {
-        let mut state = STATE.lock().unwrap_or_else(PoisonError::into_inner);
-        f(&mut state)?;
-        state.generation += 1;
-        // Relaxed: see `state`; set while holding the mutex, so a reader that sees it locks and
-        // finds this change.
-        CHANGED.store(true, Ordering::Relaxed);
-        Ok(())
-    }
-
-    /// Freezes the clock at now, rounded up to a whole millisecond. Err if already paused.
-    pub(crate) fn pause() -> Result<(), &'static str> {
-        change(|state| {
-            if state.paused {
-                return Err("time is already frozen");
+    /// True if the clock of the runtime this thread is in does not read as std's now: it is
+    /// paused, or runs on from a resume at an offset (false outside a runtime).
+    ///
+    /// tokio says no more than its readings, so this is told from them: std's clock read between
+    /// two readings of tokio's lies between them exactly when tokio's reads as std's (both are
+    /// the same monotonic clock, tokio's plus an offset). The three can be equal only when std's
+    /// clock did not move between the reads (a coarse clock source) and a paused clock stands at
+    /// that very instant; std's is then read until it moves, and tokio's once more.
+    pub(crate) fn departs() -> bool {
+        let before = tokio::time::Instant::now().into_std();
+        let std_now = Instant::now();
+        let after = tokio::time::Instant::now().into_std();
+        if before == std_now && std_now == after {
+            let mut moved = Instant::now();
+            while moved == std_now {
+                std::hint::spin_loop();
+                moved = Instant::now();
             }
-            let now = running_ns(Instant::now(), state.offset_ns);
-            state.frozen_ns = now.div_ceil(1_000_000).saturating_mul(1_000_000);
-            state.paused = true;
-            Ok(())
-        })
-    }
-
-    /// Moves the frozen clock forward. Err if not paused.
-    pub(crate) fn advance(by: Duration) -> Result<(), &'static str> {
-        change(|state| {
-            if !state.paused {
-                return Err("time is not frozen");
-            }
-            state.frozen_ns = state.frozen_ns.saturating_add(duration_to_ns(by));
-            Ok(())
-        })
-    }
-
-    /// Lets the clock run on from the frozen time. Err if not paused.
-    pub(crate) fn resume() -> Result<(), &'static str> {
-        change(|state| {
-            if !state.paused {
-                return Err("time is not frozen");
-            }
-            let real = duration_to_ns(Instant::now().saturating_duration_since(epoch().instant));
-            let offset = i128::from(state.frozen_ns) - i128::from(real);
-            state.offset_ns = i64::try_from(offset).unwrap_or(i64::MAX);
-            state.paused = false;
-            Ok(())
-        })
+            return tokio::time::Instant::now().into_std() < moved;
+        }
+        !(before <= std_now && std_now <= after)
     }
 }
 

@@ -268,25 +268,30 @@ pub fn base<T: Send + 'static>(config: Config) -> io::Result<Base<T>> {
 /// error's source); the wheel refuses its geometry (the wheel's [`tickwheel::BuildError`] is the
 /// source). Or a timerfd/eventfd/epoll could not be created.
 pub fn bases<T: Send + 'static>(n: usize, config: Config) -> io::Result<(Vec<Base<T>>, Remote<T>)> {
-    bases_with(n, config, false)
+    let slots = validate(n, &config)?;
+    let timeline = clock::Timeline::new(&config.clock, config.tick)?;
+    bases_on(n, &config, slots, timeline)
 }
 
-/// [`bases`]; with `test_clock`, bases on `CLOCK_MONOTONIC` follow the process's test clock
-/// instead (the `time` module's bases, so that its `pause` and `advance` move them).
-fn bases_with<T: Send + 'static>(
+/// [`bases`] on the clock of a tokio runtime (the `time` module's base for a paused runtime;
+/// `config.clock` is not read).
+#[cfg(all(feature = "test-util", not(loom)))]
+fn bases_on_tokio<T: Send + 'static>(
     n: usize,
     config: Config,
-    test_clock: bool,
+    runtime: tokio::runtime::Handle,
 ) -> io::Result<(Vec<Base<T>>, Remote<T>)> {
     let slots = validate(n, &config)?;
-    let timeline = match config.clock {
-        #[cfg(all(feature = "tokio", not(loom)))]
-        ClockSource::Monotonic if test_clock => clock::Timeline::on_test_clock(config.tick)?,
-        _ => {
-            let _ = test_clock;
-            clock::Timeline::new(&config.clock, config.tick)?
-        }
-    };
+    let timeline = clock::Timeline::on_tokio(runtime, config.tick)?;
+    bases_on(n, &config, slots, timeline)
+}
+
+fn bases_on<T: Send + 'static>(
+    n: usize,
+    config: &Config,
+    slots: usize,
+    timeline: clock::Timeline,
+) -> io::Result<(Vec<Base<T>>, Remote<T>)> {
     // The wheel links the slot records themselves; the table is what bounds it.
     let wheels = (0..n)
         .map(|_| {

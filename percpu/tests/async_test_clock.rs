@@ -1,16 +1,12 @@
-//! The test clock: `pause`, `advance`, `resume`, on the fallback and on `Timers`. The clock is
-//! process-wide, so this binary's tests take turns (`SERIAL`) and no other test file pauses it.
-#![cfg(feature = "tokio")]
-
-mod common;
+//! The test clock: `pause`, `advance`, `resume`, on the fallback and on `Timers`. Each runtime has
+//! a clock of its own, so these tests run in parallel.
+#![cfg(feature = "test-util")]
 
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use tickwheel_percpu::time::{self, Duration, Instant, MissedTickBehavior, Timers};
-
-static SERIAL: Mutex<()> = Mutex::new(());
 
 /// Real time a woken task gets to run (generous: a loaded machine).
 const GRACE: std::time::Duration = std::time::Duration::from_secs(5);
@@ -84,8 +80,8 @@ async fn advance_fires_what_comes_due() {
 
 #[test]
 fn on_the_fallback() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
         .build()
         .unwrap();
     rt.block_on(advance_fires_what_comes_due());
@@ -93,9 +89,13 @@ fn on_the_fallback() {
 
 #[test]
 fn on_timers() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let timers = Timers::new(1).unwrap();
-    let rt = common::current_thread();
+    // A paused runtime needs tokio's time driver, as tokio's own timers do.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()
+        .unwrap();
     timers
         .block_on(0, &rt, advance_fires_what_comes_due())
         .unwrap();
@@ -118,12 +118,12 @@ fn panic_file(f: impl FnOnce()) -> Option<String> {
 
 #[test]
 fn misuse_panics_at_the_caller() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let here = file!();
-    let advance = panic_file(|| {
-        drop(time::advance(Duration::from_millis(1)));
-    });
-    assert_eq!(advance.as_deref(), Some(here), "advance without a pause");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let _in = rt.enter();
     let resume = panic_file(|| {
         time::resume();
     });

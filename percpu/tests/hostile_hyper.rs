@@ -1,7 +1,7 @@
 //! hyper's `Timer` on the fallback, side by side with hyper-util's `TokioTimer`: a foreign sleep
 //! handed to `reset` is replaced, resets to the past complete, and on the paused test clock the
-//! deadlines hyper computes (`Timer::now() + limit`) follow the clock the sleeps run on. This
-//! binary pauses the clock, so its tests take turns.
+//! deadlines hyper computes (`Timer::now() + limit`) follow the clock the sleeps run on (each
+//! runtime's own; the tests take turns all the same, as they were written to).
 #![cfg(feature = "hyper")]
 
 use std::sync::Mutex;
@@ -25,8 +25,8 @@ fn rt() -> tokio::runtime::Runtime {
 fn foreign_and_past_resets() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     rt().block_on(async {
-        // Deadlines come from the timer's own clock, as hyper takes them: the other test of this
-        // binary moves the process-wide test clock, which stays ahead of std's after `resume`.
+        // Deadlines come from the timer's own clock, as hyper takes them (on a runtime whose clock
+        // was paused and resumed, that clock runs ahead of std's).
         let timer = HyperTimer::new();
         // A sleep made by another Timer: reset must replace it, not ignore it.
         let mut s = hyper_util::rt::TokioTimer::new().sleep(Duration::from_secs(3600));

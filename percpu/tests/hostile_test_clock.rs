@@ -1,26 +1,15 @@
-//! The test clock under hostile use: a sleep filed before the pause, a thousand deadlines passed
-//! in one `advance`, `advance` by zero, `advance` from another thread than the sleeper's (a plain
-//! thread on the fallback, a `Timers` base on another thread's runtime), a timeout and a skipping
-//! interval on the paused clock, and `resume` into real time. The clock is process-wide, so this
-//! binary's tests take turns (`SERIAL`) and each leaves the clock running.
-#![cfg(feature = "tokio")]
+//! The test clock under hostile use: a thousand deadlines passed in one `advance`, `advance` by
+//! zero, two runtimes on two threads pausing and advancing at once, a timeout and a skipping
+//! interval on the paused clock, and `resume` into real time. Each runtime has a clock of its
+//! own, so these tests run in parallel.
+#![cfg(feature = "test-util")]
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll, Wake, Waker};
+use std::sync::{Arc, Barrier, Mutex};
 use std::time::Instant as StdInstant;
-use tickwheel_percpu::time::{self, Duration, Instant, MissedTickBehavior, Timers};
-
-static SERIAL: Mutex<()> = Mutex::new(());
+use tickwheel_percpu::time::{self, Duration, Instant, MissedTickBehavior};
 
 /// Real time a woken task gets to run, and most a real sleep may be late (a loaded machine).
 const GRACE: Duration = Duration::from_secs(5);
-
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn rt() -> tokio::runtime::Runtime {
     // Time enabled for tokio's own `timeout`, the real-time guard on each wait.
@@ -46,26 +35,7 @@ fn paused() -> Resume {
 }
 
 #[test]
-fn a_sleep_filed_before_the_pause_waits_for_advance() {
-    let _serial = serial();
-    rt().block_on(async {
-        let s = tokio::spawn(time::sleep(Duration::from_millis(100)));
-        tokio::task::yield_now().await;
-        let _resume = paused();
-        // Past its real deadline, well past.
-        std::thread::sleep(Duration::from_millis(250));
-        for _ in 0..10 {
-            tokio::task::yield_now().await;
-        }
-        assert!(!s.is_finished(), "fired by real time while paused");
-        time::advance(Duration::from_millis(100)).await;
-        tokio::time::timeout(GRACE, s).await.unwrap().unwrap();
-    });
-}
-
-#[test]
 fn one_advance_past_a_thousand_deadlines_fires_them_all() {
-    let _serial = serial();
     rt().block_on(async {
         let _resume = paused();
         let start = Instant::now();
@@ -106,7 +76,6 @@ fn one_advance_past_a_thousand_deadlines_fires_them_all() {
 
 #[test]
 fn advance_by_zero_fires_only_what_is_due() {
-    let _serial = serial();
     rt().block_on(async {
         let _resume = paused();
         let now = Instant::now();
@@ -124,7 +93,7 @@ fn advance_by_zero_fires_only_what_is_due() {
             !ms.is_finished() && !ns.is_finished(),
             "fired by advance(0)"
         );
-        // The base's tick is 1 ms, as tokio's: a 1 ns sleep may wait for the whole tick.
+        // A paused runtime's base fires a deadline when the clock reaches it, not before.
         time::advance(Duration::from_nanos(1)).await;
         tokio::task::yield_now().await;
         assert!(!ms.is_finished(), "a 1 ms sleep fired 1 ns in");
@@ -134,79 +103,8 @@ fn advance_by_zero_fires_only_what_is_due() {
     });
 }
 
-struct Unpark(std::thread::Thread, AtomicBool);
-
-impl Wake for Unpark {
-    fn wake(self: Arc<Self>) {
-        self.1.store(true, Ordering::Release);
-        self.0.unpark();
-    }
-}
-
-#[test]
-fn advance_on_one_thread_wakes_sleepers_on_others() {
-    let _serial = serial();
-    let _resume = paused();
-    let start = Instant::now();
-    let (filed_tx, filed) = std::sync::mpsc::channel();
-    // A plain thread on the fallback, with its own waker.
-    let plain = std::thread::spawn({
-        let filed_tx = filed_tx.clone();
-        move || {
-            let w = Arc::new(Unpark(std::thread::current(), AtomicBool::new(false)));
-            let waker = Waker::from(w.clone());
-            let mut s = time::sleep(Duration::from_secs(3600));
-            let mut cx = Context::from_waker(&waker);
-            assert!(Pin::new(&mut s).poll(&mut cx).is_pending());
-            filed_tx.send(()).unwrap();
-            let give_up = StdInstant::now() + GRACE;
-            while Pin::new(&mut s).poll(&mut cx).is_pending() {
-                assert!(
-                    StdInstant::now() < give_up,
-                    "not woken by advance on another thread"
-                );
-                std::thread::park_timeout(Duration::from_millis(50));
-            }
-            (w.1.load(Ordering::Acquire), Instant::now() - start)
-        }
-    });
-    // A Timers base turned by another thread's runtime.
-    let timers = Timers::new(1).unwrap();
-    let on_base = std::thread::spawn({
-        let timers = timers.clone();
-        move || {
-            let rt = rt();
-            timers
-                .block_on(0, &rt, async move {
-                    let s = time::sleep(Duration::from_secs(3600));
-                    tokio::pin!(s);
-                    assert!(futures_poll(s.as_mut()).await.is_pending());
-                    filed_tx.send(()).unwrap();
-                    tokio::time::timeout(GRACE, s)
-                        .await
-                        .expect("a Timers sleep not woken by advance on another thread");
-                    Instant::now() - start
-                })
-                .unwrap()
-        }
-    });
-    filed.recv().unwrap();
-    filed.recv().unwrap();
-    rt().block_on(time::advance(Duration::from_secs(3600)));
-    let (woken, at) = plain.join().unwrap();
-    assert!(woken, "the plain thread's waker was not woken");
-    assert_eq!(at, Duration::from_secs(3600));
-    assert_eq!(on_base.join().unwrap(), Duration::from_secs(3600));
-}
-
-/// Polls `f` once.
-async fn futures_poll<F: Future + Unpin>(mut f: F) -> Poll<F::Output> {
-    std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut f).poll(cx))).await
-}
-
 #[test]
 fn a_timeout_and_a_skipping_interval_on_the_paused_clock() {
-    let _serial = serial();
     rt().block_on(async {
         let _resume = paused();
         let start = Instant::now();
@@ -239,7 +137,6 @@ fn a_timeout_and_a_skipping_interval_on_the_paused_clock() {
 
 #[test]
 fn resume_runs_on_in_real_time_from_where_the_clock_stands() {
-    let _serial = serial();
     rt().block_on(async {
         time::pause();
         let start = Instant::now();
@@ -262,4 +159,85 @@ fn resume_runs_on_in_real_time_from_where_the_clock_stands() {
         assert!(!far.is_finished());
         far.abort();
     });
+}
+
+/// Yields until `job` has finished, a few rounds at most (a woken task runs at the next one).
+async fn finished<T>(job: &tokio::task::JoinHandle<T>) -> bool {
+    for _ in 0..10 {
+        if job.is_finished() {
+            return true;
+        }
+        tokio::task::yield_now().await;
+    }
+    job.is_finished()
+}
+
+/// One of two runtimes on threads of their own: pauses, files an hour and a two-hour sleep, and
+/// in `steps` taken with the other, advances by an hour (the first) or two (the second), checking
+/// that the other's advance moved neither its clock nor its sleeps. A failed check is reported
+/// at the end, so that the other thread is never left waiting at a step.
+fn one_of_two(steps: Arc<Barrier>, first: bool) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let failed = rt().block_on(async move {
+            let mut failed = Vec::new();
+            let mut check = |ok: bool, what: &'static str| {
+                if !ok {
+                    failed.push(what);
+                }
+            };
+            time::pause();
+            let start = Instant::now();
+            let hour = tokio::spawn(time::sleep(Duration::from_secs(3600)));
+            let two = tokio::spawn(time::sleep(Duration::from_secs(7200)));
+            for _ in 0..3 {
+                tokio::task::yield_now().await;
+            }
+            steps.wait();
+            if first {
+                time::advance(Duration::from_secs(3600)).await;
+                check(finished(&hour).await, "the hour sleep did not fire");
+                check(!two.is_finished(), "the two-hour sleep fired early");
+            }
+            steps.wait();
+            if !first {
+                check(
+                    !finished(&hour).await,
+                    "the other's advance fired a sleep here",
+                );
+                check(
+                    Instant::now() == start,
+                    "the other's advance moved this clock",
+                );
+                time::advance(Duration::from_secs(7200)).await;
+                check(finished(&hour).await, "the hour sleep did not fire");
+                check(finished(&two).await, "the two-hour sleep did not fire");
+            }
+            steps.wait();
+            if first {
+                check(
+                    !finished(&two).await,
+                    "the other's advance fired a sleep here",
+                );
+                check(
+                    Instant::now() - start == Duration::from_secs(3600),
+                    "clock not at 1 h",
+                );
+            }
+            failed
+        });
+        assert!(
+            failed.is_empty(),
+            "runtime {}: {failed:?}",
+            if first { 1 } else { 2 }
+        );
+    })
+}
+
+#[test]
+fn two_paused_runtimes_keep_their_own_time() {
+    let steps = Arc::new(Barrier::new(2));
+    let first = one_of_two(steps.clone(), true);
+    let second = one_of_two(steps, false);
+    first.join().unwrap();
+    second.join().unwrap();
 }

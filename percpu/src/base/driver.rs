@@ -43,9 +43,6 @@ pub(super) struct Driver {
     timerfd: Option<OwnedFd>,
     /// Tick the timerfd is armed for.
     armed: Option<u64>,
-    /// The clock's generation when it was armed (see `Timeline::generation`): a pause, advance
-    /// or resume of the test clock since then moved that tick's kernel time.
-    armed_generation: u64,
     /// This owner's last wake-word action was a successful park.
     parked: bool,
     /// Eventfd kicks made but not yet read back.
@@ -69,7 +66,6 @@ impl Driver {
             epoll,
             timerfd,
             armed: None,
-            armed_generation: 0,
             // The wake word starts parked (see `protocol::wake`): an owner may wait on the fd
             // before its first turn, so remote producers kick from the start, and that kick is
             // owed.
@@ -143,8 +139,7 @@ impl Driver {
         // fd readable with nothing to do).
         let next = next.map(|t| t.max(now_tick + 1));
         let passed = self.armed.is_some_and(|a| a <= now_tick);
-        let moved = timeline.generation() != self.armed_generation;
-        if next != self.armed || passed || moved {
+        if next != self.armed || passed {
             self.set_timer(timeline, next);
         }
     }
@@ -158,8 +153,6 @@ impl Driver {
 
     fn set_timer(&mut self, timeline: &Timeline, tick: Option<u64>) {
         let Some(tfd) = &self.timerfd else { return };
-        // Before the conversion: a clock change between the two is seen at the next `rearm`.
-        self.armed_generation = timeline.generation();
         let at = tick.and_then(|t| timeline.tick_to_raw_ns(t));
         // Failure needs a bad fd or a bad timespec; both are excluded by construction.
         let set = sys::timerfd_set_abs(tfd.as_fd(), at);

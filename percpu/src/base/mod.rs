@@ -147,6 +147,20 @@ impl<T: Send + 'static> Base<T> {
         self.group.timeline.ns_to_instant(self.now_ns)
     }
 
+    /// The wheel's next expiry tick (never later than its first timer's), for the `time`
+    /// module's base of a paused runtime, which that runtime turns instead of a timerfd.
+    #[cfg(all(feature = "test-util", not(loom)))]
+    pub(crate) fn next_expiry(&self) -> Option<u64> {
+        self.wheel.next_expiry()
+    }
+
+    /// The instant `tick` starts at, on this base's clock.
+    #[cfg(all(feature = "test-util", not(loom)))]
+    pub(crate) fn tick_instant(&self, tick: u64) -> Instant {
+        let timeline = &self.group.timeline;
+        timeline.ns_to_instant(tick_to_ns(tick, timeline.tick_ns))
+    }
+
     /// A handle for other threads.
     pub fn remote(&self) -> Remote<T> {
         Remote {

@@ -27,7 +27,7 @@ use std::io;
 use std::ops::{Deref, DerefMut};
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Mutex, OnceLock, PoisonError, Weak};
+use std::sync::OnceLock;
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
@@ -65,8 +65,12 @@ pub(super) struct Driver {
     /// What can still turn the base: 1 for the `Timers` set while a handle of it lives, plus
     /// one per turning task ([`drive`]). At 0 the base is closed for good: nothing will ever
     /// turn it again (a turning task is made only through a `Timers`), so its sleeps would pend
-    /// for ever; they panic instead.
+    /// for ever; they panic instead. (A paused runtime's base: 1 for its turning task alone.)
     keepers: AtomicUsize,
+    /// The base of a paused runtime (see `paused`): the tokio timer its turning task keeps
+    /// armed, which each release of the base checks.
+    #[cfg(feature = "test-util")]
+    pub(super) paused: Option<super::paused::Armed>,
 }
 
 // SAFETY: `owned` (the only field that is not Sync) is reached only through `Held`, which exists
@@ -105,26 +109,28 @@ impl DerefMut for Held<'_> {
 
 impl Drop for Held<'_> {
     fn drop(&mut self) {
+        // Still held: the wheel cannot change under this read.
+        #[cfg(feature = "test-util")]
+        let due = (self.driver.paused.as_ref()).is_some_and(|armed| armed.check(&self.base));
         // Release: our writes to the base happen before the next holder's Acquire swap.
         self.driver.busy.store(false, Ordering::Release);
+        // A paused runtime's base fires what is due at once (see `paused`); that turn's own
+        // release finds nothing due.
+        #[cfg(feature = "test-util")]
+        if due {
+            self.driver.turn();
+        }
     }
 }
 
 impl Driver {
-    /// A driver for `base`, listed among those the test clock turns.
+    /// A driver for `base`, one of a `Timers` set.
     pub(super) fn new(base: Base<Payload>) -> Arc<Self> {
-        Self::with_owners(base, false)
+        Arc::new(Self::with_owners(base, false))
     }
 
-    fn with_owners(base: Base<Payload>, any_thread: bool) -> Arc<Self> {
-        let driver = Arc::new(Self::unlisted(base, any_thread));
-        let mut all = ON_TEST_CLOCK.lock().unwrap_or_else(PoisonError::into_inner);
-        all.retain(|d| d.strong_count() > 0);
-        all.push(Arc::downgrade(&driver));
-        driver
-    }
-
-    fn unlisted(base: Base<Payload>, any_thread: bool) -> Self {
+    /// A driver that any thread may hold (the fallback's, a paused runtime's).
+    pub(super) fn with_owners(base: Base<Payload>, any_thread: bool) -> Self {
         Self {
             index: base.index(),
             remote: base.remote(),
@@ -140,6 +146,8 @@ impl Driver {
             returned: Returned::new(),
             any_thread,
             keepers: AtomicUsize::new(1),
+            #[cfg(feature = "test-util")]
+            paused: None,
         }
     }
 
@@ -346,11 +354,11 @@ pub(super) fn fallback() -> &'static Arc<Driver> {
     FALLBACK.get_or_init(|| {
         // tokio's timing, as `Timers::new`.
         let config = Config::default().mode(Mode::Exact);
-        let base = crate::bases_with::<Payload>(1, config, true)
+        let base = crate::bases::<Payload>(1, config)
             .ok()
             .and_then(|(mut bases, _)| bases.pop())
             .unwrap_or_else(|| panic!("tickwheel time: cannot make the fallback base"));
-        let driver = Driver::with_owners(base, true);
+        let driver = Arc::new(Driver::with_owners(base, true));
         let turning = driver.clone();
         std::thread::Builder::new()
             .name("tickwheel-time".into())
@@ -380,35 +388,18 @@ fn turn_forever(driver: &Driver) -> ! {
     }
 }
 
-/// Every live driver: all follow the test clock, and a change of it turns each (see `turn_all`).
-/// A std mutex (this module is not model-checked): taken when a driver is made and when the test
-/// clock changes, never on a sleep's path.
-static ON_TEST_CLOCK: Mutex<Vec<Weak<Driver>>> = Mutex::new(Vec::new());
-
-/// After a change of the test clock: turns every base now, so that what came due fires and its
-/// tasks are woken before the change returns, and its timerfd is armed for the new clock. A base
-/// held by another thread at that moment is woken to turn instead.
-pub(super) fn turn_all() {
-    let all: Vec<Arc<Driver>> = ON_TEST_CLOCK
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .iter()
-        .filter_map(Weak::upgrade)
-        .collect();
-    for driver in all {
-        if !driver.turn() {
-            driver.remote.wake(driver.index);
-        }
-    }
-}
-
 thread_local! {
     /// The driver sleeps polled on this thread register on; `None`: the [`fallback`].
     static CURRENT: RefCell<Option<Arc<Driver>>> = const { RefCell::new(None) };
 }
 
-/// Runs `f` with this thread's driver, or the fallback if it has none.
+/// Runs `f` with this thread's driver, or the fallback if it has none; with the `test-util`
+/// feature, with the base of the thread's runtime while that runtime's clock is paused.
 pub(super) fn with_current<R>(f: impl FnOnce(&Arc<Driver>) -> R) -> R {
+    #[cfg(feature = "test-util")]
+    if let Some(driver) = super::paused::current() {
+        return f(&driver);
+    }
     CURRENT.with(|c| match c.borrow().as_ref() {
         Some(driver) => f(driver),
         None => f(fallback()),

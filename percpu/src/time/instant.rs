@@ -1,16 +1,17 @@
 //! [`Instant`]: the time module's clock reading, a newtype over [`std::time::Instant`] with the
 //! methods of `tokio::time::Instant`, so code written for tokio compiles unchanged.
 //!
-//! It reads the test clock ([`super::pause`]): while paused, [`Instant::now`] is the frozen time,
-//! and after [`super::resume`] it runs on from there. Never paused, it is `std::time::Instant::now`
-//! plus one relaxed load. A `std::time::Instant` converts both ways (`From`, [`Instant::from_std`],
-//! [`Instant::into_std`]); a paused or advanced clock is the only case where the two disagree.
+//! It is `std::time::Instant::now`; with the `test-util` feature it is tokio's clock, that of the
+//! runtime the thread is in (paused, advanced or resumed as tokio's test clock; while no runtime
+//! was ever paused, std's plus one load). A `std::time::Instant` converts both ways (`From`,
+//! [`Instant::from_std`], [`Instant::into_std`]), and so does `tokio::time::Instant` through it; a
+//! paused or advanced clock is the only case where `now` disagrees with std's.
 
 use std::fmt;
 use std::ops::{Add, AddAssign, Sub, SubAssign};
 use std::time::Duration;
 
-use crate::clock::test_clock;
+use crate::clock::time_now;
 
 /// A measurement of the time module's monotonic clock (see the [module](super) docs and
 /// [`super::pause`]).
@@ -28,11 +29,9 @@ pub struct Instant {
 }
 
 impl Instant {
-    /// The current time (the frozen time while the test clock is paused).
+    /// The current time (under `test-util`, the runtime's clock: the frozen time while paused).
     pub fn now() -> Instant {
-        Instant {
-            std: test_clock::now(),
-        }
+        Instant { std: time_now() }
     }
 
     /// An `Instant` from a `std::time::Instant`.

@@ -57,10 +57,19 @@
 //! - [`Sleep`] is `Unpin` and [`Sleep::reset`] takes `&mut self`: tokio code that pins a sleep and
 //!   calls `sleep.as_mut().reset(..)` compiles as is; a call spelled `Sleep::reset(pinned, ..)`
 //!   does not.
-//! - The test clock ([`pause`], [`advance`], [`resume`]) is process-wide, not per runtime, and
-//!   works on any runtime; it never advances by itself when the runtime is idle (tokio's
-//!   auto-advance, `start_paused`), so a test moves it with [`advance`]; a pause rounds the time
-//!   up to a whole millisecond. [`advance`] moves the clock at the call, not at the first poll.
+//! - The test clock (feature `test-util`) is tokio's, per runtime: `start_paused`,
+//!   `tokio::time::pause` and this module's [`pause`], [`advance`] and [`resume`] move one clock,
+//!   with tokio's auto-advance, and a paused runtime's sleeps are filed on a base of its own (see
+//!   `paused` in the source). A sleep filed on another base before the pause stays on real time
+//!   until it is reset after its fire or dropped; a paused runtime needs `enable_time`.
+//! - A limit of tokio's is lifted on purpose, so its tests in tokio's suite do not pass here
+//!   (`tokio-suite/run.sh` names them): a timer made with no time driver (`enable_time` off, or
+//!   outside any runtime) is served by the fallback base instead of panicking (tokio's
+//!   `creating_sleep_outside_of_context`, `timeout_panic_caller`, `timeout_at_panic_caller`). Pausing a multi-thread runtime panics
+//!   as in tokio, since the pause is tokio's (so `pause_time_in_main_threads` and
+//!   `pause_time_in_spawn_threads` pass); a thread-per-core set ([`Timers`]) is not paused as a
+//!   whole: each current-thread runtime of it pauses its own clock, and its paused sleeps leave
+//!   the set's bases for that runtime's own.
 //! - With no per-core setup, timers run on the fallback base's thread (see above), not on the
 //!   runtime's own time driver: nothing needs `enable_time`, and a runtime's shutdown does not
 //!   stop them. No cooperative budget is charged ([`Timeout`] polls its future first, as tokio's).
@@ -141,7 +150,10 @@ mod driver;
 mod hyper;
 mod instant;
 mod interval;
+#[cfg(feature = "test-util")]
+mod paused;
 mod sleep;
+#[cfg(feature = "test-util")]
 mod test_clock;
 mod timeout;
 
@@ -157,6 +169,7 @@ pub use instant::Instant;
 pub use interval::{Interval, MissedTickBehavior, interval, interval_at};
 pub use sleep::{Sleep, sleep, sleep_until};
 pub use std::time::Duration;
+#[cfg(feature = "test-util")]
 pub use test_clock::{advance, pause, resume};
 pub use timeout::{Timeout, timeout, timeout_at};
 
@@ -251,7 +264,7 @@ impl Timers {
     /// # drop(coarse);
     /// ```
     pub fn with_config(n: usize, config: Config) -> io::Result<Self> {
-        let (bases, _remote) = crate::bases_with::<u64>(n, config, true)?;
+        let (bases, _remote) = crate::bases::<u64>(n, config)?;
         let drivers: Vec<Arc<Driver>> = bases.into_iter().map(Driver::new).collect();
         Ok(Self {
             set: Arc::new(Set {
