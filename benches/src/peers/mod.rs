@@ -245,7 +245,7 @@ mod tests {
             with_timers!(kind, |make| check_against_model(
                 make(),
                 42,
-                kind != Kind::TickCoarse,
+                !matches!(kind, Kind::TickCoarse | Kind::TickCoarseBounded),
                 kind.name()
             ));
         }
