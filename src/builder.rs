@@ -46,9 +46,14 @@ impl Builder {
         self
     }
 
-    /// Bounds the wheel to `capacity` pending timers (and reserves its table of chunks); an insert
-    /// beyond it fails with [`Full`](crate::Full). 1 to `2^32 - 2048`: [`build`](Self::build)
-    /// refuses 0, a wheel that would refuse every insert.
+    /// Bounds the wheel to `capacity` pending timers; an insert beyond it fails with
+    /// [`Full`](crate::Full), which hands the value back. 1 to `2^32 - 2048`:
+    /// [`build`](Self::build) refuses 0, a wheel that would refuse every insert.
+    ///
+    /// A bounded wheel reserves address space for all its entries at once (32 bytes a timer for a
+    /// `u64` payload; memory is touched only as entries are first used), so finding an entry
+    /// takes no chunk table and the entries never move. If the allocator refuses that
+    /// reservation, the wheel keeps its entries in chunks that grow, as an unbounded one does.
     pub fn capacity(mut self, capacity: usize) -> Self {
         self.capacity = Some(capacity);
         self

@@ -19,8 +19,28 @@
 use crate::buckets::{is_wheel_bucket, level_and_slot};
 use crate::geometry::coarse_expiry_stays;
 use crate::raw::{RawWheel, place};
-use crate::slab::Slab;
+use crate::slab::{Chunks, Flat, Slab, Store};
 use crate::{Builder, Full, Mode, Stats, TimerId};
+
+/// Where a wheel's entries live, chosen when it is built: in one reserved buffer when its
+/// capacity is known ([`Flat`]: an entry is one bounds check away), else in chunks that grow
+/// ([`Chunks`]: one more load, from a table that stays in cache). Each public call matches once
+/// and runs code compiled for that store alone.
+#[derive(Debug)]
+enum Storage<T> {
+    Chunked(Slab<T, Chunks<T>>),
+    Flat(Slab<T, Flat<T>>),
+}
+
+/// Runs `$body` with `$slab` bound to the wheel's slab, whichever its store.
+macro_rules! with_slab {
+    ($storage:expr, $slab:ident => $body:expr) => {
+        match $storage {
+            Storage::Chunked($slab) => $body,
+            Storage::Flat($slab) => $body,
+        }
+    };
+}
 
 /// A hierarchical timing wheel holding timers with payloads of type `T`.
 ///
@@ -44,8 +64,10 @@ pub struct Wheel<T> {
     /// The levels, the lists and the clock.
     raw: RawWheel,
     /// The timers, with the links the raw wheel threads through them.
-    slab: Slab<T>,
+    slab: Storage<T>,
     capacity: Option<usize>,
+    /// The capacity, `usize::MAX` if unbounded: one comparison an insert.
+    limit: usize,
     /// Expiry of the last timer fired, to check the order invariant in debug builds.
     #[cfg(debug_assertions)]
     last_fired: u64,
@@ -81,10 +103,20 @@ impl<T> Wheel<T> {
         start: u64,
         generation_seed: u32,
     ) -> Self {
+        // A known capacity is reserved whole, so the entries need no chunk table; a reservation
+        // the allocator refuses (a capacity far beyond memory) falls back to chunks.
+        let slab = match capacity.map(Flat::with_capacity) {
+            Some(Ok(flat)) => Storage::Flat(Slab::new(flat, generation_seed)),
+            Some(Err(refused)) => {
+                Storage::Chunked(Slab::new(Chunks::with_capacity(refused), generation_seed))
+            }
+            None => Storage::Chunked(Slab::new(Chunks::with_capacity(0), generation_seed)),
+        };
         Wheel {
             raw: RawWheel::from_parts(mode, levels, start),
-            slab: Slab::new(capacity.unwrap_or(0), generation_seed),
+            slab,
             capacity,
+            limit: capacity.unwrap_or(usize::MAX),
             #[cfg(debug_assertions)]
             last_fired: start,
         }
@@ -108,20 +140,21 @@ impl<T> Wheel<T> {
     /// ```
     #[inline]
     pub fn insert(&mut self, deadline: u64, value: T) -> Result<TimerId, Full<T>> {
-        if self.capacity.is_some_and(|cap| self.raw.len() >= cap) {
+        if self.raw.len() >= self.limit {
             return Err(Full(value));
         }
-        let Some(index) = self.slab.vacant() else {
-            unreachable!("u32 index space exhausted before capacity was reached");
-        };
-        // Placed first, so that the entry is written once, whole, with its links: a link
-        // through `Links` would write it a second time.
-        let (bucket, expiry) = self.raw.locate(&mut self.slab, deadline);
-        let head = self.raw.front(bucket, index);
-        let generation = self.slab.insert_head(index, (head, bucket, expiry), value);
-        self.raw
-            .linked_new(&mut self.slab, bucket, (index, head), expiry);
-        Ok(TimerId { index, generation })
+        with_slab!(&mut self.slab, slab => {
+            let Some(index) = slab.vacant() else {
+                unreachable!("u32 index space exhausted before capacity was reached");
+            };
+            // Placed first, so that the entry is written once, whole, with its links: a link
+            // through `Links` would write it a second time.
+            let (bucket, expiry) = self.raw.locate(slab, deadline);
+            let head = self.raw.front(bucket, index);
+            let generation = slab.insert_head(index, (head, bucket, expiry), value);
+            self.raw.linked_new(slab, bucket, (index, head), expiry);
+            Ok(TimerId { index, generation })
+        })
     }
 
     /// Removes a pending timer and returns its value; `None` if `id` is stale or foreign.
@@ -138,10 +171,12 @@ impl<T> Wheel<T> {
     /// ```
     #[inline]
     pub fn cancel(&mut self, id: TimerId) -> Option<T> {
-        // The entry is looked up once: read and freed, then its neighbours are joined.
-        let (value, fields) = self.slab.remove(id.index, id.generation)?;
-        self.raw.unlink_known(&mut self.slab, id.index, fields);
-        Some(value)
+        with_slab!(&mut self.slab, slab => {
+            // The entry is looked up once: read and freed, then its neighbours are joined.
+            let (value, fields) = slab.remove(id.index, id.generation)?;
+            self.raw.unlink_known(slab, id.index, fields);
+            Some(value)
+        })
     }
 
     /// Moves a pending timer to a new deadline; `false` if `id` is stale or foreign.
@@ -164,80 +199,77 @@ impl<T> Wheel<T> {
     /// ```
     #[inline]
     pub fn reset(&mut self, id: TimerId, deadline: u64) -> bool {
-        let (mode, levels, clock) = (self.raw.mode(), self.raw.levels(), self.raw.now());
-        let Some((timer_expiry, timer)) = self.slab.get_mut(id.index, id.generation) else {
-            return false;
-        };
-        let (old_bucket, old_expiry) = (timer.list(), *timer_expiry);
-        let stats = &mut self.raw.stats;
-        stats.resets += 1;
-        if mode == Mode::Exact && deadline >= old_expiry && is_wheel_bucket(old_bucket, levels) {
-            // The same deferral as below; an Exact expiry is the deadline itself, so there is
-            // nothing to compute (a deadline past the top level goes to the overflow list when
-            // the timer is placed again). On a wheel bucket, no overflow bound to keep.
-            *timer_expiry = deadline;
-            stats.resets_deferred += 1;
-            return true;
-        }
-        // Where the timer would go now; pure arithmetic, no memory touched.
-        let (bucket, expiry) = place(mode, levels, clock, deadline);
-        if expiry >= old_expiry
-            && is_wheel_bucket(old_bucket, levels)
-            && is_wheel_bucket(bucket, levels)
-            && (bucket == old_bucket
-                || coarse_expiry_stays(clock, level_and_slot(bucket).0, expiry))
-        {
-            // A later expiry only rewrites the entry: the timer stays in its bucket, which comes
-            // due no later than the old expiry, so before the new one, and the drain places it
-            // again then. One entry touched instead of three (the entry and the two neighbours
-            // an unlink writes). In the same bucket, this is all a move would do anyway. On a
-            // wheel bucket, no overflow bound to keep. Only an expiry that placing again gives
-            // back is deferred: one that its rounding carried past its level's span would be
-            // rounded up again, later than `expiry` says, so that timer moves now. (Coarse
-            // only: an Exact reset to a later deadline on a wheel bucket returned above.)
-            *timer_expiry = expiry;
-            if bucket == old_bucket {
-                stats.resets_in_place += 1;
-            } else {
+        with_slab!(&mut self.slab, slab => {
+            let (mode, levels, clock) = (self.raw.mode(), self.raw.levels(), self.raw.now());
+            let Some((timer_expiry, timer)) = slab.get_mut(id.index, id.generation) else {
+                return false;
+            };
+            let (old_bucket, old_expiry) = (timer.list(), *timer_expiry);
+            let stats = &mut self.raw.stats;
+            stats.resets += 1;
+            if mode == Mode::Exact && deadline >= old_expiry && is_wheel_bucket(old_bucket, levels) {
+                // The same deferral as below; an Exact expiry is the deadline itself, so there is
+                // nothing to compute (a deadline past the top level goes to the overflow list when
+                // the timer is placed again). On a wheel bucket, no overflow bound to keep.
+                *timer_expiry = deadline;
                 stats.resets_deferred += 1;
+                return true;
             }
-            return true;
-        }
-        self.move_timer(id.index, bucket, expiry);
-        true
-    }
-
-    /// The move of [`reset`](Self::reset): the entry is looked up once more, read and rewritten
-    /// in one go, and the wheel joins its old neighbours and its new one. Out of line, so that
-    /// the deferral, the keepalive refresh, stays small enough to inline into the caller.
-    #[inline(never)]
-    fn move_timer(&mut self, index: u32, bucket: u32, expiry: u64) {
-        let head = self.raw.prepare_move(&mut self.slab, index, bucket);
-        let old = self.slab.move_head(index, (head, bucket, expiry));
-        self.raw
-            .moved(&mut self.slab, index, old, (bucket, head), expiry);
+            // Where the timer would go now; pure arithmetic, no memory touched.
+            let (bucket, expiry) = place(mode, levels, clock, deadline);
+            if expiry >= old_expiry
+                && is_wheel_bucket(old_bucket, levels)
+                && is_wheel_bucket(bucket, levels)
+                && (bucket == old_bucket
+                    || coarse_expiry_stays(clock, level_and_slot(bucket).0, expiry))
+            {
+                // A later expiry only rewrites the entry: the timer stays in its bucket, which comes
+                // due no later than the old expiry, so before the new one, and the drain places it
+                // again then. One entry touched instead of three (the entry and the two neighbours
+                // an unlink writes). In the same bucket, this is all a move would do anyway. On a
+                // wheel bucket, no overflow bound to keep. Only an expiry that placing again gives
+                // back is deferred: one that its rounding carried past its level's span would be
+                // rounded up again, later than `expiry` says, so that timer moves now. (Coarse
+                // only: an Exact reset to a later deadline on a wheel bucket returned above.)
+                *timer_expiry = expiry;
+                if bucket == old_bucket {
+                    stats.resets_in_place += 1;
+                } else {
+                    stats.resets_deferred += 1;
+                }
+                return true;
+            }
+            move_timer(&mut self.raw, slab, id.index, bucket, expiry);
+            true
+        })
     }
 
     /// The tick a pending timer fires at; `None` if `id` is stale or foreign.
     #[inline]
     pub fn expiry(&self, id: TimerId) -> Option<u64> {
-        self.slab
-            .get(id.index, id.generation)
-            .map(|(expiry, _)| expiry)
+        with_slab!(&self.slab, slab => {
+            slab
+                .get(id.index, id.generation)
+                .map(|(expiry, _)| expiry)
+        })
     }
 
     /// A shared reference to a pending timer's value.
     pub fn get(&self, id: TimerId) -> Option<&T> {
-        self.slab
-            .get(id.index, id.generation)
-            .map(|(_, timer)| &timer.value)
+        with_slab!(&self.slab, slab => {
+            slab
+                .get(id.index, id.generation)
+                .map(|(_, timer)| &timer.value)
+        })
     }
 
     /// A mutable reference to a pending timer's value.
     pub fn get_mut(&mut self, id: TimerId) -> Option<&mut T> {
-        self.slab
-            .get_mut(id.index, id.generation)
-            .map(|(_, timer)| &mut timer.value)
+        with_slab!(&mut self.slab, slab => {
+            slab
+                .get_mut(id.index, id.generation)
+                .map(|(_, timer)| &mut timer.value)
+        })
     }
 
     /// Advances the clock towards `now` and returns one timer whose expiry is `<= now`.
@@ -263,25 +295,27 @@ impl<T> Wheel<T> {
     // every timer a drain hands out; the rest of the drain is out of line in `RawWheel`.
     #[inline(always)]
     pub fn poll(&mut self, now: u64) -> Option<(TimerId, T)> {
-        let index = self.raw.poll(&mut self.slab, now)?;
-        // The checks read the entry only in debug builds: in release the entry's first read is
-        // the one that frees it.
-        #[cfg(debug_assertions)]
-        {
-            let expiry = self.slab.expiry_of(index);
-            let clock = self.raw.now();
-            debug_assert!(
-                expiry <= clock,
-                "never early: expiry {expiry} at clock {clock}"
-            );
-            if self.raw.mode() == Mode::Exact {
-                let last = self.last_fired;
-                debug_assert!(expiry >= last, "Exact order: {expiry} after {last}");
+        with_slab!(&mut self.slab, slab => {
+            let index = self.raw.poll(slab, now)?;
+            // The checks read the entry only in debug builds: in release the entry's first read is
+            // the one that frees it.
+            #[cfg(debug_assertions)]
+            {
+                let expiry = slab.expiry_of(index);
+                let clock = self.raw.now();
+                debug_assert!(
+                    expiry <= clock,
+                    "never early: expiry {expiry} at clock {clock}"
+                );
+                if self.raw.mode() == Mode::Exact {
+                    let last = self.last_fired;
+                    debug_assert!(expiry >= last, "Exact order: {expiry} after {last}");
+                }
+                self.last_fired = expiry;
             }
-            self.last_fired = expiry;
-        }
-        let (generation, value) = self.slab.free(index);
-        Some((TimerId { index, generation }, value))
+            let (generation, value) = slab.free(index);
+            Some((TimerId { index, generation }, value))
+        })
     }
 
     /// An iterator over every timer due at `now`, in the order [`poll`](Self::poll) gives them;
@@ -380,20 +414,34 @@ impl<T> Wheel<T> {
     /// Drops every pending timer; the clock and the counters stay, every old id becomes stale.
     pub fn clear(&mut self) {
         self.raw.clear();
-        self.slab.clear();
+        with_slab!(&mut self.slab, slab => slab.clear());
     }
 
     /// Walks every list and panics with a description if an invariant does not hold. O(timers);
     /// for tests, with feature `test-hooks`.
     #[cfg(feature = "test-hooks")]
     pub fn check_invariants(&self) {
-        self.raw.check_invariants(&self.slab);
-        assert_eq!(
-            self.raw.len(),
-            self.slab.occupied(),
-            "every pending timer is linked"
-        );
+        with_slab!(&self.slab, slab => {
+            self.raw.check_invariants(slab);
+            assert_eq!(self.raw.len(), slab.occupied(), "every pending timer is linked");
+        });
     }
+}
+
+/// The move of [`Wheel::reset`]: the entry is looked up once more, read and rewritten in one
+/// go, and the wheel joins its old neighbours and its new one. Out of line, so that the
+/// deferral, the keepalive refresh, stays small enough to inline into the caller.
+#[inline(never)]
+fn move_timer<T, S: Store<T>>(
+    raw: &mut RawWheel,
+    slab: &mut Slab<T, S>,
+    index: u32,
+    bucket: u32,
+    expiry: u64,
+) {
+    let head = raw.prepare_move(slab, index, bucket);
+    let old = slab.move_head(index, (head, bucket, expiry));
+    raw.moved(slab, index, old, (bucket, head), expiry);
 }
 
 impl<T> Default for Wheel<T> {

@@ -68,10 +68,14 @@ struct Harness {
     deferred: HashMap<TimerId, Vec<u64>>,
     next_value: u64,
     ops: u64,
+    /// The wheel's bound, if it has one: an insert beyond it must hand its value back.
+    capacity: Option<usize>,
+    /// Inserts refused because the wheel was full.
+    refused: u64,
 }
 
 impl Harness {
-    fn new(seed: u64, mode: Mode) -> Self {
+    fn new(seed: u64, mode: Mode, bounded: bool) -> Self {
         let mut rng = Rng(seed);
         let max_levels = if mode == Mode::Exact { 11 } else { 20 };
         let levels = match rng.below(4) {
@@ -85,11 +89,16 @@ impl Harness {
             2 => rng.below(1 << 40),
             _ => 0,
         };
-        let wheel = Wheel::builder(mode)
-            .levels(levels)
-            .start(start)
-            .build()
-            .unwrap();
+        // Drawn from a generator of its own, so the unbounded sequences are those of before.
+        let capacity = bounded.then(|| 1 + Rng(seed ^ 0xca9a).below(700) as usize);
+        let builder = Wheel::builder(mode).levels(levels).start(start);
+        let wheel = match capacity {
+            Some(capacity) => builder.capacity(capacity),
+            None => builder,
+        }
+        .build()
+        .unwrap();
+        assert_eq!(wheel.capacity(), capacity);
         Harness {
             rng,
             wheel,
@@ -99,6 +108,8 @@ impl Harness {
             deferred: HashMap::new(),
             next_value: 0,
             ops: 0,
+            capacity,
+            refused: 0,
         }
     }
 
@@ -127,7 +138,18 @@ impl Harness {
         let clock = self.wheel.now();
         let value = self.next_value;
         self.next_value += 1;
-        let id = self.wheel.insert(deadline, value).expect("unbounded wheel");
+        if self.capacity == Some(self.model.len()) {
+            let full = self.wheel.insert(deadline, value).unwrap_err();
+            assert_eq!(
+                full.into_inner(),
+                value,
+                "a full wheel hands the value back"
+            );
+            assert_eq!(self.wheel.len(), self.model.len(), "and changes nothing");
+            self.refused += 1;
+            return;
+        }
+        let id = self.wheel.insert(deadline, value).expect("room for it");
         self.expect_placed(id, clock, deadline);
         self.model.insert(
             id,
@@ -424,12 +446,13 @@ impl Harness {
     }
 }
 
-fn run(mode: Mode, total_ops: u64) {
+fn run(mode: Mode, bounded: bool, total_ops: u64) {
     let mut seed = 0x5eed_0000 + mode as u64;
     let mut done = 0;
     let mut sequences = 0;
+    let mut refused = 0;
     while done < total_ops {
-        let mut h = Harness::new(seed, mode);
+        let mut h = Harness::new(seed, mode, bounded);
         for _ in 0..2_000 {
             h.step();
         }
@@ -440,18 +463,34 @@ fn run(mode: Mode, total_ops: u64) {
         assert!(h.wheel.is_empty() && h.wheel.next_expiry().is_none());
         h.wheel.check_invariants();
         done += h.ops;
+        refused += h.refused;
         seed = seed.wrapping_add(0x9e37_79b9);
         sequences += 1;
     }
-    eprintln!("{mode:?}: {done} operations in {sequences} sequences");
+    eprintln!(
+        "{mode:?} (bounded: {bounded}): {done} operations in {sequences} sequences, {refused} inserts refused"
+    );
+    assert_eq!(bounded, refused > 0, "a bounded wheel was filled");
 }
 
 #[test]
 fn exact_matches_model() {
-    run(Mode::Exact, 1_000_000);
+    run(Mode::Exact, false, 1_000_000);
 }
 
 #[test]
 fn coarse_matches_model() {
-    run(Mode::Coarse, 1_000_000);
+    run(Mode::Coarse, false, 1_000_000);
+}
+
+/// A bounded wheel keeps its entries in one reserved buffer instead of chunks; the same model
+/// judges it, and an insert beyond the bound must hand its value back.
+#[test]
+fn bounded_exact_matches_model() {
+    run(Mode::Exact, true, 500_000);
+}
+
+#[test]
+fn bounded_coarse_matches_model() {
+    run(Mode::Coarse, true, 500_000);
 }

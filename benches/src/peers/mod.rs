@@ -64,6 +64,10 @@ pub enum Kind {
     TickExact,
     /// tickwheel, coarse mode (Linux timer_list style, no cascading).
     TickCoarse,
+    /// tickwheel, exact mode, bounded (`Builder::capacity`), so its entries are one buffer.
+    TickExactBounded,
+    /// tickwheel, coarse mode, bounded.
+    TickCoarseBounded,
     /// `std::collections::BinaryHeap` with a generation array for lazy cancel.
     LazyHeap,
     /// `std::collections::BTreeMap` keyed by (deadline, sequence), exact removal.
@@ -78,9 +82,11 @@ pub enum Kind {
 
 impl Kind {
     /// Every structure, table order.
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 9] = [
         Kind::TickExact,
         Kind::TickCoarse,
+        Kind::TickExactBounded,
+        Kind::TickCoarseBounded,
         Kind::LazyHeap,
         Kind::BTree,
         Kind::Calendar,
@@ -93,6 +99,8 @@ impl Kind {
         match self {
             Kind::TickExact => "tickwheel-exact",
             Kind::TickCoarse => "tickwheel-coarse",
+            Kind::TickExactBounded => "tickwheel-exact-bounded",
+            Kind::TickCoarseBounded => "tickwheel-coarse-bounded",
             Kind::LazyHeap => "lazy-heap",
             Kind::BTree => "btreemap",
             Kind::Calendar => "calendar",
@@ -119,6 +127,14 @@ macro_rules! with_timers {
             }
             $crate::Kind::TickCoarse => {
                 let $q = || $crate::peers::TickWheel::new(tickwheel::Mode::Coarse);
+                $body
+            }
+            $crate::Kind::TickExactBounded => {
+                let $q = || $crate::peers::TickWheel::bounded(tickwheel::Mode::Exact);
+                $body
+            }
+            $crate::Kind::TickCoarseBounded => {
+                let $q = || $crate::peers::TickWheel::bounded(tickwheel::Mode::Coarse);
                 $body
             }
             $crate::Kind::LazyHeap => {
@@ -229,7 +245,7 @@ mod tests {
             with_timers!(kind, |make| check_against_model(
                 make(),
                 42,
-                kind != Kind::TickCoarse,
+                !matches!(kind, Kind::TickCoarse | Kind::TickCoarseBounded),
                 kind.name()
             ));
         }
