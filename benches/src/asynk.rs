@@ -43,8 +43,14 @@
 //! runtime of the same flavour with no per-core setup, where the module uses its process-wide
 //! base.
 //!
-//! On the multi-thread runtime each workload runs as 8 tasks with a yield every 64 operations,
-//! so tasks move between the two workers between operations.
+//! Regimes: every workload runs as one spawned task (the handler filing and cancelling its own
+//! timeouts between awaits, nothing else timing at once: the uncontended cost), and on the
+//! multi-thread runtime also as one task per worker at once (two; tokio's default timer then
+//! takes its one wheel lock from both workers). On the current-thread runtime one task per
+//! worker is one task, so it has the first line only. On the multi-thread runtime each task
+//! yields every 64 operations, so tasks move between the two workers between operations.
+//! [`run_one`] runs one workload of one API in one task, for an instruction counter
+//! (`tickwheel-benches async-one`).
 //!
 //! # Given up
 //! Sleeps are stored inline in a `Vec` for every API (tokio's are `!Unpin`, pinned in place), so
@@ -316,6 +322,15 @@ pub enum Workload {
 }
 
 impl Workload {
+    /// Every workload, in the table's order.
+    pub const ALL: [Self; 5] = [
+        Self::TimeoutReady,
+        Self::TimeoutWait1,
+        Self::Fire,
+        Self::Reset,
+        Self::Live,
+    ];
+
     /// Name in the table.
     pub fn name(self) -> &'static str {
         match self {
@@ -506,6 +521,48 @@ impl Flavor {
             Self::Multi => "multi_thread(2)",
         }
     }
+
+    /// Threads that run tasks.
+    pub fn workers(self) -> usize {
+        match self {
+            Self::Current => 1,
+            Self::Multi => 2,
+        }
+    }
+
+    /// The regimes this flavour has distinct lines for (see the module doc).
+    fn regimes(self) -> &'static [Regime] {
+        match self {
+            Self::Current => &[Regime::OneTask],
+            Self::Multi => &[Regime::OneTask, Regime::TaskPerWorker],
+        }
+    }
+}
+
+/// How many tasks run a workload at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Regime {
+    /// One spawned task: the uncontended cost.
+    OneTask,
+    /// One task per worker, all at once.
+    TaskPerWorker,
+}
+
+impl Regime {
+    /// Name in the table.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::OneTask => "1 task",
+            Self::TaskPerWorker => "1 task/worker",
+        }
+    }
+
+    fn tasks(self, flavor: Flavor) -> usize {
+        match self {
+            Self::OneTask => 1,
+            Self::TaskPerWorker => flavor.workers(),
+        }
+    }
 }
 
 /// The runtimes of one flavour: the shared one (tokio's default timer and the tickwheel bases)
@@ -589,25 +646,23 @@ impl Bench {
         }
     }
 
-    /// CPU ns per operation for `n` operations of `w` on `api`, and their tally; `None` where
-    /// this flavour lacks the API's runtime.
+    /// CPU ns per operation for `n` operations of `w` on `api` in `regime`, and their tally;
+    /// `None` where this flavour lacks the API's runtime.
     fn measure<A: Api>(
         &self,
         api: A,
         w: Workload,
         n: usize,
+        regime: Regime,
     ) -> Option<Result<(f64, Tally), Unsupported>> {
         let rt = self.runtime(api.runtime())?;
-        let (tasks, yield_every) = match self.flavor {
-            Flavor::Current => (1, None),
-            Flavor::Multi => (8, Some(64)),
-        };
+        let tasks = regime.tasks(self.flavor);
+        let yield_every = (self.flavor == Flavor::Multi).then_some(64);
         let per_task = (n / tasks).max(1);
         let t0 = cpu_ns(libc::CLOCK_PROCESS_CPUTIME_ID);
         let out = self.on(api.runtime(), rt, async move {
-            if tasks == 1 {
-                return w.run(api, per_task, yield_every).await;
-            }
+            // Spawned, even alone: on the multi-thread runtime `block_on`'s own thread is not a
+            // worker.
             let jobs: Vec<_> = (0..tasks)
                 .map(|_| tokio::spawn(w.run(api, per_task, yield_every)))
                 .collect();
@@ -635,6 +690,7 @@ trait Column {
         b: &Bench,
         w: Workload,
         n: usize,
+        regime: Regime,
     ) -> Option<Result<(f64, Tally), Unsupported>>;
     fn lateness(&self, b: &Bench, plan: LatePlan) -> Option<LateRun>;
 }
@@ -651,8 +707,9 @@ impl<A: Api> Column for A {
         b: &Bench,
         w: Workload,
         n: usize,
+        regime: Regime,
     ) -> Option<Result<(f64, Tally), Unsupported>> {
-        b.measure(*self, w, n)
+        b.measure(*self, w, n, regime)
     }
     fn lateness(&self, b: &Bench, plan: LatePlan) -> Option<LateRun> {
         let rt = b.runtime(self.runtime())?;
@@ -725,6 +782,8 @@ pub struct Cell {
 pub struct Line {
     /// Runtime flavour.
     pub flavor: &'static str,
+    /// Tasks at once (see [`Regime`]).
+    pub regime: &'static str,
     /// Workload.
     pub workload: &'static str,
     /// Operations (or live sleeps, for `live`).
@@ -834,7 +893,10 @@ pub fn run_plan(reps: usize, plan: &[(Workload, usize)], late: Option<LatePlan>)
     let mut report = Report::default();
     for flavor in [Flavor::Current, Flavor::Multi] {
         let bench = Bench::new(flavor);
-        for &(w, n) in plan {
+        let lines = plan
+            .iter()
+            .flat_map(|&(w, n)| flavor.regimes().iter().map(move |&r| (w, n, r)));
+        for (w, n, regime) in lines {
             let mut ns = vec![Vec::new(); cols.len()];
             let mut tally = vec![Tally::default(); cols.len()];
             let mut unsupported = vec![false; cols.len()];
@@ -842,7 +904,7 @@ pub fn run_plan(reps: usize, plan: &[(Workload, usize)], late: Option<LatePlan>)
                 // Rotate which goes first, so none always runs on a warmer cache.
                 for k in 0..cols.len() {
                     let c = (rep + k) % cols.len();
-                    match cols[c].measure(&bench, w, n) {
+                    match cols[c].measure(&bench, w, n, regime) {
                         Some(Ok((x, t))) => {
                             ns[c].push(x);
                             tally[c].add(t);
@@ -866,6 +928,7 @@ pub fn run_plan(reps: usize, plan: &[(Workload, usize)], late: Option<LatePlan>)
                 .collect();
             let line = Line {
                 flavor: flavor.name(),
+                regime: regime.name(),
                 workload: w.name(),
                 n,
                 cells,
@@ -906,8 +969,34 @@ pub fn run_plan(reps: usize, plan: &[(Workload, usize)], late: Option<LatePlan>)
     report
 }
 
+/// `n` operations of the workload named `workload` on the column named `api`, in one task on
+/// the runtime of flavour `flavor` (`current` or `multi`): CPU ns per operation and the tally.
+/// Meant for an instruction counter: run it at two sizes and divide the difference.
+pub fn run_one(api: &str, workload: &str, flavor: &str, n: usize) -> Result<(f64, Tally), String> {
+    let w = Workload::ALL
+        .into_iter()
+        .find(|w| w.name() == workload)
+        .ok_or_else(|| format!("unknown workload {workload:?}"))?;
+    let flavor = match flavor {
+        "current" => Flavor::Current,
+        "multi" => Flavor::Multi,
+        other => return Err(format!("unknown flavour {other:?}; use current or multi")),
+    };
+    let cols = columns();
+    let col = cols.iter().find(|c| c.name() == api).ok_or_else(|| {
+        let names: Vec<_> = cols.iter().map(|c| c.name()).collect();
+        format!("unknown timer API {api:?}; use one of {}", names.join(", "))
+    })?;
+    let bench = Bench::new(flavor);
+    match col.measure(&bench, w, n, Regime::OneTask) {
+        Some(Ok(out)) => Ok(out),
+        Some(Err(Unsupported)) => Err(format!("{api} has no {workload}")),
+        None => Err(format!("{api} has no {} runtime", flavor.name())),
+    }
+}
+
 fn progress(l: &Line) -> String {
-    let mut s = format!("{} {} {}:", l.flavor, l.workload, l.n);
+    let mut s = format!("{} {} {} {}:", l.flavor, l.regime, l.workload, l.n);
     for c in &l.cells {
         match c.ns {
             Some(x) => s.push_str(&format!(" {} {:.1} ns", c.api, x.median)),
@@ -984,19 +1073,22 @@ pub fn bytes_per_sleep(api_name: &str, n: usize) -> Result<f64, String> {
 pub fn markdown(report: &Report, mem: &[(usize, Vec<f64>)]) -> String {
     let mut out = String::new();
     if let Some(first) = report.lines.first() {
-        out.push_str("| runtime | workload | n |");
+        out.push_str("| runtime | tasks | workload | n |");
         for c in &first.cells {
             out.push_str(&format!(" {} ns/op |", c.api));
         }
         for (name, _) in first.ratios() {
             out.push_str(&format!(" {name} |"));
         }
-        out.push_str(" early | wrong |\n|---|---|---:|");
+        out.push_str(" early | wrong |\n|---|---|---|---:|");
         let figures = first.cells.len() + first.ratios().len();
         out.push_str(&"---:|".repeat(figures));
         out.push_str("---|---|\n");
         for l in &report.lines {
-            out.push_str(&format!("| {} | {} | {} |", l.flavor, l.workload, l.n));
+            out.push_str(&format!(
+                "| {} | {} | {} | {} |",
+                l.flavor, l.regime, l.workload, l.n
+            ));
             for c in &l.cells {
                 match c.ns {
                     Some(x) => out.push_str(&format!(" {x} |")),

@@ -23,7 +23,21 @@ fn columns() -> Vec<&'static str> {
 fn async_section_runs_and_nothing_is_early() {
     let only = ["timeout_ready", "timeout_wait1", "fire", "reset"].map(String::from);
     let report = asynk::run(1, true, &only);
-    assert_eq!(report.lines.len(), 2 * only.len());
+    // current_thread has one line a workload, multi_thread one per regime.
+    assert_eq!(report.lines.len(), 3 * only.len());
+    let regimes: Vec<_> = report.lines.iter().map(|l| (l.flavor, l.regime)).collect();
+    assert!(
+        regimes.contains(&("current_thread", "1 task")),
+        "{regimes:?}"
+    );
+    assert!(
+        regimes.contains(&("multi_thread(2)", "1 task")),
+        "{regimes:?}"
+    );
+    assert!(
+        regimes.contains(&("multi_thread(2)", "1 task/worker")),
+        "{regimes:?}"
+    );
     assert!(report.lateness.is_empty(), "lateness was not asked for");
     for l in &report.lines {
         for c in &l.cells {
@@ -44,7 +58,11 @@ fn async_section_runs_and_nothing_is_early() {
         );
     }
     let md = asynk::markdown(&report, &[(10, vec![1.0, 2.0, 3.0])]);
-    assert!(md.contains("| current_thread | fire |"));
+    assert!(md.contains("| current_thread | 1 task | fire |"), "{md}");
+    assert!(
+        md.contains("| multi_thread(2) | 1 task/worker | fire |"),
+        "{md}"
+    );
     assert!(md.contains("| tokio/tickwheel |"));
     assert!(md.contains("| pingora/tickwheel |"));
     assert!(md.contains("| 10 | 1.0 | 2.0 | 3.0 |"));
@@ -54,7 +72,7 @@ fn async_section_runs_and_nothing_is_early() {
 /// and its outcomes are right, or it is n/a for the one reason it may be.
 #[test]
 fn every_peer_runs_each_workload_once_at_tiny_sizes() {
-    let n = 64; // a multiple of the multi-thread runtime's 8 tasks
+    let n = 64; // a multiple of the multi-thread runtime's tasks
     let plan = [
         Workload::TimeoutReady,
         Workload::TimeoutWait1,
@@ -69,7 +87,7 @@ fn every_peer_runs_each_workload_once_at_tiny_sizes() {
         spread: Duration::from_millis(20),
     };
     let report = asynk::run_plan(1, &plan, Some(late));
-    assert_eq!(report.lines.len(), 2 * plan.len());
+    assert_eq!(report.lines.len(), 3 * plan.len());
     for l in &report.lines {
         let names: Vec<_> = l.cells.iter().map(|c| c.api).collect();
         assert_eq!(names, columns(), "{l:?}");
@@ -104,7 +122,10 @@ fn every_peer_runs_each_workload_once_at_tiny_sizes() {
         }
     }
     let md = asynk::markdown(&report, &[]);
-    assert!(md.contains("| multi_thread(2) | reset | 64 |"), "{md}");
+    assert!(
+        md.contains("| multi_thread(2) | 1 task | reset | 64 |"),
+        "{md}"
+    );
     assert!(md.contains("n/a"), "{md}");
     assert!(md.contains("| sleeps in flight |"), "{md}");
 }
@@ -116,4 +137,17 @@ fn memory_probe_rejects_an_unknown_api() {
         assert!(asynk::bytes_per_sleep(api, 1000).is_ok(), "{api}");
     }
     assert!(asynk::bytes_per_sleep("tickwheel", 1000).unwrap() > 0.0);
+}
+
+#[test]
+fn one_workload_runs_alone_and_bad_names_are_refused() {
+    let (ns, tally) = asynk::run_one("tickwheel", "reset", "current", 100).expect("runs");
+    assert!(ns > 0.0);
+    assert_eq!((tally.ops, tally.wrong, tally.early), (100, 0, 0));
+    let (_, tally) = asynk::run_one("tokio", "timeout_wait1", "multi", 64).expect("runs");
+    assert_eq!((tally.ops, tally.wrong), (64, 0));
+    assert!(asynk::run_one("pingora", "reset", "current", 10).is_err());
+    assert!(asynk::run_one("std", "reset", "current", 10).is_err());
+    assert!(asynk::run_one("tokio", "nap", "current", 10).is_err());
+    assert!(asynk::run_one("tokio", "reset", "sideways", 10).is_err());
 }

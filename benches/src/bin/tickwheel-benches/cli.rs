@@ -42,6 +42,7 @@ subcommands:
   shm         the shared-memory timer set against a wheel behind a process-shared mutex
   mem         (internal) bytes per timer of one structure, in a fresh process
   async-mem   (internal) bytes per pending sleep of one API, in a fresh process
+  async-one   one async workload of one API in one task (for an instruction counter)
   percore-mem (internal) bytes per pending timer on a base or a locked wheel, in a fresh process
 ";
 
@@ -59,6 +60,10 @@ usage: tickwheel-benches shm [--pairs N] [--live N] [--reps N] [--processes 1|2]
   --processes 1: the cost without contention";
 
 const MEM_HELP: &str = "usage: tickwheel-benches mem KIND N SEED (run by the runner itself)";
+const ASYNC_ONE_HELP: &str = "\
+usage: tickwheel-benches async-one API WORKLOAD current|multi N
+  runs N operations in one task and prints CPU ns per operation; under
+  `valgrind --tool=callgrind`, two sizes' difference over their N gives instructions per op";
 const ASYNC_MEM_HELP: &str =
     "usage: tickwheel-benches async-mem tokio|pingora|tickwheel N (internal)";
 
@@ -72,6 +77,8 @@ pub(crate) enum Command {
     Mem(Kind, usize, u64),
     PercoreMem(String, usize),
     AsyncMem(String, usize),
+    /// API, workload, flavour, operations.
+    AsyncOne(String, String, String, usize),
     /// `--help` somewhere: the text to print.
     Help(String),
 }
@@ -144,6 +151,7 @@ pub(crate) fn parse() -> Result<Command> {
         "shm" => shm_plan(p),
         "mem" => mem(p),
         "async-mem" => async_mem(p),
+        "async-one" => async_one(p),
         "percore-mem" => percore_mem(p),
         other => Err(format!("unknown argument {other:?}; see --help")),
     }
@@ -306,6 +314,18 @@ fn async_mem(p: &mut lexopt::Parser) -> Result<Command> {
             Ok(Command::AsyncMem(args[0].clone(), n))
         }
         Ok(_) => Err(ASYNC_MEM_HELP.into()),
+        Err(help) => Ok(Command::Help(help)),
+    }
+}
+
+fn async_one(p: &mut lexopt::Parser) -> Result<Command> {
+    match positional(p, ASYNC_ONE_HELP)? {
+        Ok(args) if args.len() == 4 => {
+            let n = parse_at(&args, 3, "N", ASYNC_ONE_HELP)?;
+            let [api, workload, flavor, _] = <[String; 4]>::try_from(args).expect("four");
+            Ok(Command::AsyncOne(api, workload, flavor, n))
+        }
+        Ok(_) => Err(ASYNC_ONE_HELP.into()),
         Err(help) => Ok(Command::Help(help)),
     }
 }

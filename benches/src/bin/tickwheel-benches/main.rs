@@ -62,6 +62,11 @@ fn main() {
             let bytes = asynk::bytes_per_sleep(&api, n).unwrap_or_else(|e| die(&e));
             println!("{bytes}");
         }
+        Command::AsyncOne(api, workload, flavor, n) => {
+            let (ns, tally) =
+                asynk::run_one(&api, &workload, &flavor, n).unwrap_or_else(|e| die(&e));
+            println!("{ns:.1} ns/op, {tally:?}");
+        }
         Command::Keepalive(design, load) => {
             let report = scaling::one_keepalive_run(design, &load).unwrap_or_else(|e| die(&e));
             println!("{report}");
