@@ -24,7 +24,12 @@ ADDR=127.0.0.1:$PORT
 
 command -v wrk >/dev/null || { echo "bench.sh: wrk not found (apt-get install -y wrk)" >&2; exit 2; }
 # 10000 connections need as many descriptors in wrk and in the server, and a long accept queue.
-ulimit -n 65536 || { echo "bench.sh: cannot raise ulimit -n to 65536" >&2; exit 2; }
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+need=$(printf '%s\n' $CONNS "$IDLE" | sort -n | tail -n 1)
+if [ "$(ulimit -n)" -lt $((need + 256)) ]; then
+    echo "bench.sh: ulimit -n is $(ulimit -n), below the $((need + 256)) that $need connections need" >&2
+    exit 2
+fi
 if [ "$(cat /proc/sys/net/core/somaxconn)" -lt 65535 ]; then
     sysctl -qw net.core.somaxconn=65535 2>/dev/null ||
         echo "bench.sh: net.core.somaxconn stays $(cat /proc/sys/net/core/somaxconn) (not root?)" >&2
@@ -55,7 +60,7 @@ for timer in $TIMERS; do
         p99=$(echo "$out" | awk '$1 == "99%" { print $2 }')
         errors=$(echo "$out" | awk '/Socket errors|Non-2xx/ { $1 = $1; printf "%s; ", $0 }')
         us=$(awk -v t="$((after - before))" -v hz="$TCK" -v n="$total" \
-            'BEGIN { printf "%.1f", n > 0 ? t * 1e6 / hz / n : 0 }')
+            'BEGIN { printf "%.1f", (n > 0 ? t * 1e6 / hz / n : 0) }')
         echo "| $timer | $c | $rps | $p99 | $us | ${errors:-none} |"
         # Let the keep-alive timer close wrk's connections before the next step.
         sleep "$(awk -v ms="$KEEPALIVE_MS" 'BEGIN { print ms / 1000 + 1 }')"
