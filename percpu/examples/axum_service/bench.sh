@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Loads examples/axum_service.rs with wrk on loopback, once per timer: requests/s, p99 latency and
+# the server's CPU time per request at 100, 1000 and 10000 connections, then an idle check (K
+# kept-alive connections, none closed before the keep-alive timeout, all closed after it, measured
+# by the hyper_server example's --idle-against client). Prints a markdown table.
+#
+#   sh percpu/examples/axum_service/bench.sh                # full run, about 2 minutes a timer
+#   SECS=2 CONNS="100" IDLE=200 sh percpu/examples/axum_service/bench.sh   # a smoke run
+#
+# Environment: TIMERS (default "tickwheel tokio"; add tokio-alt in a RUSTFLAGS="--cfg
+# tokio_unstable" build), CONNS, SECS (wrk -d), WORKERS, IDLE (idle connections), KEEPALIVE_MS,
+# PORT. Needs wrk (Debian: apt-get install -y wrk). Only 127.0.0.1.
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+
+TIMERS=${TIMERS:-tickwheel tokio}
+CONNS=${CONNS:-100 1000 10000}
+SECS=${SECS:-10}
+WORKERS=${WORKERS:-2}
+IDLE=${IDLE:-4000}
+KEEPALIVE_MS=${KEEPALIVE_MS:-2000}
+PORT=${PORT:-18080}
+ADDR=127.0.0.1:$PORT
+
+command -v wrk >/dev/null || { echo "bench.sh: wrk not found (apt-get install -y wrk)" >&2; exit 2; }
+# 10000 connections need as many descriptors in wrk and in the server, and a long accept queue.
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+need=$(printf '%s\n' $CONNS "$IDLE" | sort -n | tail -n 1)
+if [ "$(ulimit -n)" -lt $((need + 256)) ]; then
+    echo "bench.sh: ulimit -n is $(ulimit -n), below the $((need + 256)) that $need connections need" >&2
+    exit 2
+fi
+if [ "$(cat /proc/sys/net/core/somaxconn)" -lt 65535 ]; then
+    sysctl -qw net.core.somaxconn=65535 2>/dev/null ||
+        echo "bench.sh: net.core.somaxconn stays $(cat /proc/sys/net/core/somaxconn) (not root?)" >&2
+fi
+
+cargo build --release -q -p tickwheel-percpu --features hyper --example axum_service --example hyper_server
+BIN=${CARGO_TARGET_DIR:-target}/release/examples
+TCK=$(getconf CLK_TCK)
+
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; } # utime + stime, in clock ticks
+
+echo "| timer | conns | req/s | p99 | CPU µs/request | wrk errors |"
+echo "|---|---:|---:|---:|---:|---|"
+for timer in $TIMERS; do
+    "$BIN/axum_service" --listen "$ADDR" --workers "$WORKERS" --timer "$timer" \
+        --keepalive-ms "$KEEPALIVE_MS" >"/tmp/axum_service.$timer.out" 2>&1 &
+    pid=$!
+    for _ in $(seq 50); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
+        sleep 0.1
+    done
+    for c in $CONNS; do
+        before=$(cpu_ticks "$pid")
+        out=$(wrk -t2 -c"$c" -d"${SECS}s" --latency "http://$ADDR/")
+        after=$(cpu_ticks "$pid")
+        total=$(echo "$out" | awk '/requests in/ { print $1 }')
+        rps=$(echo "$out" | awk '/^Requests\/sec/ { print $2 }')
+        p99=$(echo "$out" | awk '$1 == "99%" { print $2 }')
+        errors=$(echo "$out" | awk '/Socket errors|Non-2xx/ { $1 = $1; printf "%s; ", $0 }')
+        us=$(awk -v t="$((after - before))" -v hz="$TCK" -v n="$total" \
+            'BEGIN { printf "%.1f", (n > 0 ? t * 1e6 / hz / n : 0) }')
+        echo "| $timer | $c | $rps | $p99 | $us | ${errors:-none} |"
+        # Let the keep-alive timer close wrk's connections before the next step.
+        sleep "$(awk -v ms="$KEEPALIVE_MS" 'BEGIN { print ms / 1000 + 1 }')"
+    done
+    # --header-ms is unused by --idle-against; it only has to be above --idle-ms.
+    idle=$("$BIN/hyper_server" --idle-against "$ADDR" --idle-conns "$IDLE" \
+        --idle-ms "$KEEPALIVE_MS" --header-ms "$((KEEPALIVE_MS + 1))") || idle="FAILED: $idle"
+    echo "| $timer | idle check: $idle |"
+    kill -TERM "$pid"
+    wait "$pid" || true
+    echo "| $timer | server: $(tail -n 1 "/tmp/axum_service.$timer.out") |"
+done
