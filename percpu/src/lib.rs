@@ -105,14 +105,12 @@ mod protocol;
 mod remote;
 pub mod runtime;
 mod shared;
-#[cfg(feature = "shm")]
-pub mod shm;
 mod stats;
-// `fence` and `yield_now` serve only the `shm` module.
-#[cfg_attr(not(feature = "shm"), allow(dead_code, unused_imports))]
+// `fence` and `yield_now` served only the shared-memory set, now the `tickwheel-shm` crate.
+#[allow(dead_code, unused_imports)]
 mod sync;
-// Some calls (mappings, files, futexes) serve only the `shm` module.
-#[cfg_attr(not(feature = "shm"), allow(dead_code))]
+// Some calls (mappings, files, futexes) served only the shared-memory set, now `tickwheel-shm`.
+#[allow(dead_code)]
 mod sys;
 #[cfg(all(feature = "tokio", not(loom)))]
 pub mod time;
