@@ -6,7 +6,7 @@
 //! rwlock, no spin lock, and no waiting for another thread on any cross-core path. Each base
 //! exposes one fd that any epoll/mio loop can register ([`Base::fd`]), and one call
 //! ([`Base::turn`]) that does its work. [`Runtime`] runs the default loop on pinned threads for
-//! users who have no loop of their own. `shm` (feature `shm`) puts one timer set in shared memory
+//! users who have no loop of their own. `tickwheel-shm` puts one timer set in shared memory
 //! for several processes.
 //!
 //! ```
@@ -106,11 +106,7 @@ mod remote;
 pub mod runtime;
 mod shared;
 mod stats;
-// `fence` and `yield_now` served only the shared-memory set, now the `tickwheel-shm` crate.
-#[allow(dead_code, unused_imports)]
 mod sync;
-// Some calls (mappings, files, futexes) served only the shared-memory set, now `tickwheel-shm`.
-#[allow(dead_code)]
 mod sys;
 #[cfg(all(feature = "tokio", not(loom)))]
 pub mod time;
