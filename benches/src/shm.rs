@@ -26,7 +26,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use tickwheel_percpu::shm::{Config, Segment};
+use tickwheel_shm::{Config, Segment};
 
 use crate::percore;
 use crate::report::median;
@@ -35,7 +35,7 @@ use crate::rng::SplitMix64;
 /// Which structure the workers share.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Design {
-    /// `tickwheel_percpu::shm`: slot words decided by CAS, no lock.
+    /// `tickwheel_shm`: slot words decided by CAS, no lock.
     LockFree,
     /// A wheel in shared memory behind a process-shared robust `pthread_mutex`.
     Mutex,

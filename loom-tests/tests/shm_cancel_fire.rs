@@ -3,7 +3,7 @@
 
 use tickwheel_loom_tests::check;
 use tickwheel_loom_tests::sync::spawn;
-use tickwheel_percpu::shm::{Config, Segment};
+use tickwheel_shm::{Config, Segment};
 
 #[test]
 fn cancel_races_fire() {

@@ -9,7 +9,7 @@ use std::sync::Arc as StdArc;
 
 use tickwheel_loom_tests::check;
 use tickwheel_loom_tests::sync::spawn;
-use tickwheel_percpu::shm::{Config, Segment};
+use tickwheel_shm::{Config, Segment};
 
 /// One slot; the owner has indexed timer 7 (deadline 1) and its clock is at 1. Another process
 /// cancels it while a third schedules 8 at `new_deadline` and the owner turns.

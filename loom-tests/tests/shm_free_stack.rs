@@ -4,7 +4,7 @@
 
 use tickwheel_loom_tests::check;
 use tickwheel_loom_tests::sync::spawn;
-use tickwheel_percpu::shm::{Config, Handle, Segment};
+use tickwheel_shm::{Config, Handle, Segment};
 
 fn slot(h: Handle) -> u32 {
     (h.to_u128() >> 32) as u32

@@ -6,7 +6,7 @@ use std::sync::Arc as StdArc;
 
 use tickwheel_loom_tests::check;
 use tickwheel_loom_tests::sync::spawn;
-use tickwheel_percpu::shm::{Config, CrashPoint, Segment};
+use tickwheel_shm::{Config, CrashPoint, Segment};
 
 /// Under 50 executions each: the dead scheduler's steps are done before the spawn, so what races
 /// is the live scheduler's pop and claim (two CASes) against the recovery's scan and re-issue of

@@ -4,7 +4,7 @@
 
 use tickwheel_loom_tests::check;
 use tickwheel_loom_tests::sync::{spawn, yield_now};
-use tickwheel_percpu::shm::{Advancer, Client, Config, CrashPoint, Segment};
+use tickwheel_shm::{Advancer, Client, Config, CrashPoint, Segment};
 
 fn spin_until_fired(adv: &mut Advancer, want: &[u64]) {
     let mut fired = Vec::new();

@@ -5,7 +5,7 @@ use std::sync::Arc as StdArc;
 
 use tickwheel_loom_tests::check;
 use tickwheel_loom_tests::sync::{spawn, yield_now};
-use tickwheel_percpu::shm::{Config, Segment};
+use tickwheel_shm::{Config, Segment};
 
 #[test]
 fn two_heirs_race_for_a_dead_owners_set() {

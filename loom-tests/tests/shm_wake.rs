@@ -5,7 +5,7 @@
 
 use tickwheel_loom_tests::check;
 use tickwheel_loom_tests::sync::{spawn, yield_now};
-use tickwheel_percpu::shm::{Config, Segment};
+use tickwheel_shm::{Config, Segment};
 
 #[test]
 fn a_schedule_is_never_missed_by_a_sleeping_owner() {

@@ -6,7 +6,7 @@
 //! rwlock, no spin lock, and no waiting for another thread on any cross-core path. Each base
 //! exposes one fd that any epoll/mio loop can register ([`Base::fd`]), and one call
 //! ([`Base::turn`]) that does its work. [`Runtime`] runs the default loop on pinned threads for
-//! users who have no loop of their own. `shm` (feature `shm`) puts one timer set in shared memory
+//! users who have no loop of their own. `tickwheel-shm` puts one timer set in shared memory
 //! for several processes.
 //!
 //! ```
@@ -105,14 +105,8 @@ mod protocol;
 mod remote;
 pub mod runtime;
 mod shared;
-#[cfg(feature = "shm")]
-pub mod shm;
 mod stats;
-// `fence` and `yield_now` serve only the `shm` module.
-#[cfg_attr(not(feature = "shm"), allow(dead_code, unused_imports))]
 mod sync;
-// Some calls (mappings, files, futexes) serve only the `shm` module.
-#[cfg_attr(not(feature = "shm"), allow(dead_code))]
 mod sys;
 #[cfg(all(feature = "tokio", not(loom)))]
 pub mod time;

@@ -14,16 +14,12 @@ pub(crate) use loom::cell::UnsafeCell;
 #[cfg(loom)]
 pub(crate) use loom::sync::Arc;
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{
-    AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
-};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::Arc;
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{
-    AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
-};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// `std::cell::UnsafeCell` with loom's closure-style accessors.
 #[cfg(not(loom))]
@@ -49,18 +45,4 @@ impl<T> UnsafeCell<T> {
     pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
         f(self.0.get())
     }
-}
-
-/// Lets the thread that must move next run while this one waits for it: the OS scheduler's
-/// `yield`, or under loom a switch the model checker explores.
-#[cfg(loom)]
-pub(crate) fn yield_now() {
-    loom::thread::yield_now();
-}
-
-/// Lets the thread that must move next run while this one waits for it: the OS scheduler's
-/// `yield`, or under loom a switch the model checker explores.
-#[cfg(not(loom))]
-pub(crate) fn yield_now() {
-    std::thread::yield_now();
 }

@@ -113,12 +113,19 @@ fn moved_and_polled_on_another_thread() {
 fn moved_and_dropped_on_another_thread() {
     let timers = Timers::new(1).unwrap();
     let base = BaseThread::start(&timers);
+    // The first deadline is far enough out that filing 200 sleeps through the base's thread (a
+    // round trip each, slow in a debug build on a loaded machine) ends before it.
+    let first = Instant::now() + Duration::from_millis(1000);
     let sleeps: Vec<_> = (0..200)
-        .map(|i| base.filed(Instant::now() + Duration::from_millis(30 + i)))
+        .map(|i| base.filed(first + Duration::from_millis(i)))
         .collect();
     drop(sleeps); // cross-core cancels
-    // Let the base turn and fire whatever was not cancelled (nothing should be).
-    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        Instant::now() < first,
+        "filing outlasted the first deadline: no verdict"
+    );
+    // Let the base turn past every deadline and fire whatever was not cancelled (nothing should be).
+    std::thread::sleep(first + Duration::from_millis(300) - Instant::now());
     base.stop();
     let stats = timers.base_stats(0).unwrap();
     assert_eq!(stats.fired, 0, "a dropped sleep fired");

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use tickwheel_percpu::shm::{Config, Segment};
+use tickwheel_shm::{Config, Segment};
 
 #[test]
 fn a_schedule_wakes_the_owner_and_the_deadline_fires_on_time() {

@@ -9,7 +9,7 @@
 mod shm_util;
 
 use shm_util::steps::{self, ForkLog, Role};
-use tickwheel_percpu::shm::{Config, Segment, hooks};
+use tickwheel_shm::{Config, Segment, hooks};
 
 const CAPACITY: usize = 8;
 

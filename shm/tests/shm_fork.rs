@@ -3,7 +3,7 @@
 
 #![cfg(not(loom))]
 
-use tickwheel_percpu::shm::{Config, Segment};
+use tickwheel_shm::{Config, Segment};
 
 #[test]
 fn children_made_by_fork_share_an_anonymous_set() {

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use shm_util::Rng;
-use tickwheel_percpu::shm::{
+use tickwheel_shm::{
     Advancer, Client, Config, HEADER_BYTES, Handle, SLOT_BYTES, Segment, bytes_for,
 };
 

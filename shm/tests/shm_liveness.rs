@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use tickwheel_percpu::shm::{Config, Error, Segment};
+use tickwheel_shm::{Config, Error, Segment};
 
 /// The state letter of `/proc/<pid>/stat` (the leader's, for a process).
 fn state_letter(pid: i32) -> Option<char> {

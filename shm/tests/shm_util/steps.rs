@@ -5,7 +5,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
 
-use tickwheel_percpu::shm::{Advancer, Client, Segment};
+use tickwheel_shm::{Advancer, Client, Segment};
 
 use super::{CANCELLED, CANCELLING, INTENT, NOT_CANCELLED, SCHEDULED};
 

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
 use shm_util::{Rng, anonymous_words};
-use tickwheel_percpu::shm::{Client, Config, Handle, ScheduleError, Segment, hooks};
+use tickwheel_shm::{Client, Config, Handle, ScheduleError, Segment, hooks};
 
 const CAPACITY: usize = 128;
 const CHURNERS: u64 = 2;

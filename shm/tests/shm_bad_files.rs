@@ -9,7 +9,7 @@ use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use tickwheel_percpu::shm::{Config, Error, HEADER_BYTES, Mode, Segment, bytes_for};
+use tickwheel_shm::{Config, Error, HEADER_BYTES, Mode, Segment, bytes_for};
 
 struct Dir(PathBuf);
 

@@ -12,7 +12,7 @@
 mod shm_util;
 
 use shm_util::steps::{self, ForkLog, Role};
-use tickwheel_percpu::shm::{Advancer, Client, Config, Segment, hooks};
+use tickwheel_shm::{Advancer, Client, Config, Segment, hooks};
 
 /// Two bitmap levels (16 leaf words under one top word), so marks go through a summary level.
 const CAPACITY: usize = 1024;

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
 use shm_util::{Rng, file_words, new_file, open_rw, scratch, spawn_child, steps};
-use tickwheel_percpu::shm::{Client, Config, Error, Handle, ScheduleError, Segment, hooks};
+use tickwheel_shm::{Client, Config, Error, Handle, ScheduleError, Segment, hooks};
 
 const ROLE: &str = "TICKWHEEL_CHAOS_ROLE";
 const CAPACITY: usize = 1024;

@@ -8,7 +8,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tickwheel_percpu::shm::{Advancer, Client, Config, CrashPoint, Error, Segment};
+use tickwheel_shm::{Advancer, Client, Config, CrashPoint, Error, Segment};
 
 const OWNER: u32 = 100;
 const VICTIM: u32 = 200;
@@ -208,7 +208,7 @@ fn handles_of_another_set_are_rejected() {
     assert!(!ca.cancel(hb));
     let mut adv = cb.advancer().unwrap();
     assert_eq!(fire_all(&mut adv, 5), [2]);
-    assert!(ca.cancel(tickwheel_percpu::shm::Handle::from_u128(ha.to_u128())));
+    assert!(ca.cancel(tickwheel_shm::Handle::from_u128(ha.to_u128())));
 }
 
 #[test]

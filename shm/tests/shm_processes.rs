@@ -12,7 +12,7 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use shm_util::*;
-use tickwheel_percpu::shm::{Advancer, Config, Error, Handle, Segment};
+use tickwheel_shm::{Advancer, Config, Error, Handle, Segment};
 
 const ROLE: &str = "TICKWHEEL_SHM_ROLE";
 
@@ -64,7 +64,7 @@ fn child_main() {
 /// The body of a scheduling child: random schedules (60%) and cancels of its own live timers,
 /// each logged before and after, so a kill at any point leaves at most one payload in doubt.
 fn schedule_and_cancel(
-    client: &tickwheel_percpu::shm::Client,
+    client: &tickwheel_shm::Client,
     log: &Log,
     child: u64,
     ops: u64,

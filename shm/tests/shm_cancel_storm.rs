@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
 use shm_util::{Rng, anonymous_words};
-use tickwheel_percpu::shm::{Config, Handle, Segment};
+use tickwheel_shm::{Config, Handle, Segment};
 
 const CANCELLERS: usize = 3;
 const K: usize = 32;

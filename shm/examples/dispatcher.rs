@@ -1,7 +1,7 @@
 //! A job dispatcher and its worker processes sharing one timer set.
 //!
 //! ```text
-//! cargo run --release -p tickwheel-percpu --features shm --example dispatcher
+//! cargo run --release -p tickwheel-shm --example dispatcher
 //! ```
 //!
 //! The dispatcher creates the set in a memfd and starts three workers (this same program,
@@ -17,12 +17,25 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tickwheel_percpu::shm::{Config, Segment};
+use tickwheel_shm::{Config, Segment};
 
-#[path = "common/mod.rs"]
-#[allow(dead_code, reason = "the examples' shared helpers; this uses one")]
-mod common;
-use common::Rng;
+/// A tiny xorshift64* generator that spreads the workers' job times.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Rng(0x9E37_79B9_7F4A_7C15 ^ (seed + 1).wrapping_mul(0xD6E8_FEB8_6659_FD93))
+    }
+
+    /// Uniform in `lo..=hi`, to the microsecond.
+    fn between(&mut self, lo: Duration, hi: Duration) -> Duration {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        let span = hi.saturating_sub(lo).as_micros() as u64 + 1;
+        lo + Duration::from_micros(self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % span)
+    }
+}
 
 const WORKERS: u64 = 3;
 const JOBS: u64 = 60;

@@ -3,7 +3,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use tickwheel_percpu::shm::{Config, Segment};
+//! use tickwheel_shm::{Config, Segment};
 //!
 //! // Anonymous shared memory survives `fork`; `Segment::memfd` and `Segment::create_file` reach
 //! // unrelated processes. Here one process plays every part.
@@ -33,7 +33,7 @@
 //!   store `PENDING(g)`, set the slot's bit in a dirty bitmap. Returns `Handle(set, slot, g)`.
 //! - **cancel** (any process): CAS `PENDING(g)` → `FREE(g+1, me)`, push the slot on the free
 //!   stack, then clear the name (`FREE(g+1)`). The CAS is the answer: true means the timer will
-//!   never fire, with the same meaning as a per-core base's cancel. The slot is free for the next
+//!   never fire, with the same meaning as a cancel on a `tickwheel-percpu` base. The slot is free for the next
 //!   schedule of any process at once: no schedule waits for the owner.
 //! - **advance** (the owner only): take the dirty bits, index each marked `PENDING` slot in a
 //!   private [`tickwheel::Wheel`] (an entry of the slot's earlier, cancelled arming is
@@ -43,7 +43,7 @@
 //!   its CAS and is dropped. Exactly one CAS ends each arming, and its winner alone pushes the
 //!   slot, so a slot is never on the stack twice.
 //!
-//! Cancel against fire is the per-core protocol unchanged, between processes:
+//! Cancel against fire is `tickwheel-percpu`'s cross-core protocol unchanged, between processes:
 //!
 //! ```text
 //!   process A (owner)                       process B (holds h = (set, s, g))
@@ -152,6 +152,8 @@
 //! - A set in a file is shared memory, not a database: after a machine crash its contents are
 //!   whatever pages reached the disk. `sync` narrows that window, nothing closes it.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+
 mod advance;
 mod error;
 #[cfg(feature = "test-hooks")]
@@ -161,6 +163,8 @@ mod hooks;
 mod layout;
 mod map;
 mod proc;
+mod sync;
+mod sys;
 mod table;
 
 use std::ffi::CString;
@@ -180,6 +184,11 @@ use layout::Layout;
 use map::Memory;
 use proc::Liveness;
 use table::{Ident, Pop, View};
+
+/// The crate README's example, compiled and run as a doc-test so it cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 
 /// How a set is made: capacity, wheel geometry, clock, file permissions.
 #[derive(Clone, Debug)]
