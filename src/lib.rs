@@ -41,7 +41,7 @@
 //! 64 buckets a level, level `n` has a granularity of `8^n` ticks and holds delays below
 //! `63 * 8^n`, the level Linux's `calc_wheel_index` picks. The deadline is rounded *up* to the
 //! level's granularity, so a timer never fires early and is never cascaded. Given up: precision.
-//! The slack is below one granule, at most 8/63 (about 12.5%) of the delay, and never more than
+//! The slack is below one granule, at most 8/63 (about 12.7%) of the delay, and never more than
 //! Linux gives for the same delay (Linux is always at least one tick late). For a keepalive that
 //! is reset on every request, this is the right trade. A reset to a later expiry (the keepalive
 //! refresh) only rewrites it, as in Exact mode: the timer stays in its bucket and is placed again

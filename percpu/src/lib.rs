@@ -156,7 +156,7 @@ pub const MAX_RESERVE: usize = 1 << 20;
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Config {
-    /// Wheel mode: `Coarse` (default; no cascading, fires up to ~12.5% of the delay late, suits
+    /// Wheel mode: `Coarse` (default; no cascading, fires up to 8/63 (12.7%) of the delay late, suits
     /// timeouts that are nearly always cancelled) or `Exact`.
     pub mode: Mode,
     /// Wheel tick (default 1 ms). Deadlines round up to a tick, so nothing fires early.

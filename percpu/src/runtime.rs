@@ -20,7 +20,7 @@
 //! Choosing the mode: `Mode::Coarse` (the default) suits keep-alive and request timeouts. Those are
 //! nearly always cancelled or pushed back before they expire, so what matters is the cost of
 //! arming and cancelling; Coarse never cascades, so a timer is touched once when armed and once
-//! when cancelled, and when one does expire it fires up to ~12.5% of its delay late, which a 60 s
+//! when cancelled, and when one does expire it fires up to 8/63 (12.7%) of its delay late, which a 60 s
 //! idle timeout does not mind. `Mode::Exact` fires at the deadline tick and pays for it with
 //! cascades; use it for short, precise timers.
 

@@ -2,7 +2,7 @@
 //!
 //! The model keeps each pending payload's deadline tick. In Exact mode a turn must fire exactly
 //! the payloads whose deadline tick has been reached; in Coarse mode it may fire later, but never
-//! early, and no later than the mode's slack (12.5% of the delay, plus one tick of rounding).
+//! early, and no later than the mode's slack (8/63 of the delay, plus one tick of rounding).
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -16,7 +16,7 @@
 //! already running (for instance while wrk loads it) and reports how late they were closed,
 //! given the server's `--idle-ms`; `--secs S` the length of each busy phase, `--idle-conns K` the idle phase, `--mode
 //! coarse|exact` the bases' wheel mode (Coarse, the default, closes an idle connection up to
-//! ~12.5% of the idle timeout late; Exact at the tick).
+//! up to 8/63 (12.7%) of the idle timeout late; Exact at the tick).
 //!
 //! Layout: this file is the server and the flags; `load` is the load generator.
 

@@ -73,7 +73,7 @@
 //! - With no per-core setup, timers run on the fallback base's thread (see above), not on the
 //!   runtime's own time driver: nothing needs `enable_time`, and a runtime's shutdown does not
 //!   stop them. No cooperative budget is charged ([`Timeout`] polls its future first, as tokio's).
-//! - A set made with [`Timers::with_config`] in `Mode::Coarse` completes up to ~12.5% of the
+//! - A set made with [`Timers::with_config`] in `Mode::Coarse` completes up to 8/63 (12.7%) of the
 //!   delay late (not tokio's timing; the default [`Timers::new`] and the fallback are Exact).
 //!
 //! # Model
@@ -140,7 +140,7 @@
 //! - A sleep completes at the base's tick (1 ms by default): at most a tick late plus
 //!   scheduling, as tokio's, in `Mode::Exact` (the fallback, and [`Timers::new`]); a set made
 //!   with [`Timers::with_config`] in `Mode::Coarse` trades that for cheaper cancelled timeouts
-//!   and completes up to ~12.5% of the delay late.
+//!   and completes up to 8/63 (12.7%) of the delay late.
 //! - A cross-core re-arm of a timer that already fired needs a remote schedule; when the base
 //!   refuses it (its reserve of free slots is empty, or the base is gone) the sleep lets go of
 //!   its cell and files itself afresh on the polling thread's base at the next poll.
@@ -255,7 +255,7 @@ impl Timers {
 
     /// Makes `n` bases with `config` as given (see [`crate::bases`] for it and the errors). With
     /// `Config::default()`, that is [`Mode::Coarse`]: no cascading, cheaper for timeouts that are
-    /// nearly always cancelled, but a sleep that runs out completes up to ~12.5% of its delay
+    /// nearly always cancelled, but a sleep that runs out completes up to 8/63 (12.7%) of its delay
     /// late (an [`Interval`] with a period of a few ms then sees its ticks as missed).
     ///
     /// ```
