@@ -88,6 +88,9 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
+#[cfg(not(target_os = "linux"))]
+compile_error!("tickwheel-percpu runs on Linux only: it is built on timerfd, eventfd and epoll");
+
 mod base;
 mod clock;
 mod error;

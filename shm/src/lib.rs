@@ -154,6 +154,11 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "tickwheel-shm runs on Linux only: it is built on memfd, futexes and CLOCK_MONOTONIC shared across processes"
+);
+
 mod advance;
 mod error;
 #[cfg(feature = "test-hooks")]
