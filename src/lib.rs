@@ -75,8 +75,8 @@
 //!   cancelled, entry reused) does nothing. Each wheel starts its generations at a random seed,
 //!   so an id from another wheel is rejected except with probability about 2^-32 per use; an id
 //!   aliases a timer of its own wheel only after exactly 2^32 reuses of its slab entry.
-//! - **32 bytes a timer** with a `u64` payload (the slab's chunks start on a cache line, so one
-//!   entry sits in one line; a larger payload adds its own size, unpadded), and flat under
+//! - **32 bytes a timer** with a `u64` payload (the slab stores such entries 32-byte aligned, so
+//!   one entry never straddles two cache lines; a larger payload adds its own size, unpadded), and flat under
 //!   re-arming, since freed entries are reused at once.
 //! - **The clock never goes back**: polling with an earlier `now` is a no-op.
 //!
