@@ -57,14 +57,21 @@ pub fn model_bounded<F>(max_preemptions: usize, body: F) -> usize
 where
     F: Fn() + Send + Sync + 'static,
 {
+    model_at(|bound| bound.min(max_preemptions), body)
+}
+
+/// [`model`] at the preemption bound `bound(LOOM_MAX_PREEMPTIONS or 2)`.
+fn model_at<F>(bound: impl FnOnce(usize) -> usize, body: F) -> usize
+where
+    F: Fn() + Send + Sync + 'static,
+{
     #[cfg(loom)]
     {
         use std::sync::atomic::{AtomicUsize, Ordering};
         let count = std::sync::Arc::new(AtomicUsize::new(0));
         let seen = count.clone();
         let mut builder = loom::model::Builder::new();
-        let bound = builder.preemption_bound.unwrap_or(2).min(max_preemptions);
-        builder.preemption_bound = Some(bound);
+        builder.preemption_bound = Some(bound(builder.preemption_bound.unwrap_or(2)));
         builder.check(move || {
             // Relaxed: loom runs executions one after another on this thread.
             seen.fetch_add(1, Ordering::Relaxed);
@@ -74,7 +81,7 @@ where
     }
     #[cfg(not(loom))]
     {
-        let _ = max_preemptions;
+        let _ = bound;
         for _ in 0..NATIVE_RUNS {
             body();
         }
@@ -96,6 +103,19 @@ where
     F: Fn() + Send + Sync + 'static,
 {
     let runs = model_bounded(max_preemptions, body);
+    eprintln!("{name}: {runs} executions");
+    assert!(runs > 1, "{name}: explored only {runs} execution(s)");
+    runs
+}
+
+/// [`check`] at a preemption bound of at least `min_preemptions`, whatever
+/// `LOOM_MAX_PREEMPTIONS` says: for a small model whose failure needs that many switches (so the
+/// debug-assertion pass, run at 2, still reaches it).
+pub fn check_at_least<F>(name: &str, min_preemptions: usize, body: F) -> usize
+where
+    F: Fn() + Send + Sync + 'static,
+{
+    let runs = model_at(|bound| bound.max(min_preemptions), body);
     eprintln!("{name}: {runs} executions");
     assert!(runs > 1, "{name}: explored only {runs} execution(s)");
     runs

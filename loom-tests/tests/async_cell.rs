@@ -15,7 +15,7 @@ use std::task::Waker;
 use std::time::Duration;
 
 use tickwheel_loom_tests::sync::{Arc, AtomicBool, AtomicUsize, Ordering, spawn, yield_now};
-use tickwheel_loom_tests::{check, counting, one_base};
+use tickwheel_loom_tests::{check, check_at_least, counting, one_base};
 use tickwheel_percpu::protocol::cell::{self, Cells, Returned};
 use tickwheel_percpu::{Base, Handle};
 
@@ -53,15 +53,17 @@ impl Table {
     }
 }
 
-/// The owner's turn: every payload goes to its cell, as the async driver delivers.
+/// The owner's turn, as the async driver turns: the payloads delivered inside the base's turn
+/// (`cell::turn`), the wakes after it.
 fn turn(base: &mut Base<u64>, table: &Table, free: &mut Vec<u32>) {
-    let mut fired = Vec::new();
-    base.turn(|p| fired.push(p));
-    for p in fired {
-        let (index, seq) = cell::split(p);
-        if table.cells.get(index).deliver(seq) {
-            table.free(index, Some(free));
-        }
+    let (mut woken, before) = (Vec::new(), free.len());
+    cell::turn(base, &table.cells, free, &mut woken);
+    for _ in before..free.len() {
+        // Relaxed: a count read after the threads are joined.
+        table.freed.fetch_add(1, Ordering::Relaxed);
+    }
+    for index in woken {
+        table.cells.get(index).wake();
     }
 }
 
@@ -302,4 +304,60 @@ fn close_races_the_owner_dropping() {
         assert_eq!(table.freed.load(Ordering::Relaxed), 1);
     });
     assert!(runs >= 2 || cfg!(not(loom)), "{runs} executions");
+}
+
+/// A sleep polled on another thread than its base's is reset to "now" twice while one turn of
+/// the owner fires twice (before and after it takes the notices), as a work-stealing worker does
+/// to a due sleep, or `Interval`'s burst catch-up. Each reset finds its arming fired or firing
+/// and arms a new one on the cross-core path. The cell must never hold more than two armings
+/// (the bound its 2-bit count and `next_arming`'s assert rely on), every arming is delivered or
+/// cancelled, and the cell is freed once.
+///
+/// The failing order takes three switches (owner to sleeper after the turn's first fire, back
+/// before the second reset, to the sleeper again after the second fire), so the model runs at a
+/// bound of 3 even in the debug-assertion pass; with payloads delivered only after the turn it
+/// panicked there with "a third outstanding arming".
+#[test]
+fn two_remote_rearms_inside_one_turn() {
+    let runs = check_at_least("cell_two_rearms_in_one_turn", 3, || {
+        let (mut base, remote, clock) = one_base::<u64>(4, 2);
+        let table = Table::new();
+        let (waker, _) = counting();
+        let h = file(&mut base, &table, 0, 1, &waker);
+        clock.advance(Duration::from_millis(1));
+        let done = Arc::new(AtomicBool::new(false));
+        let (t, d) = (table.clone(), done.clone());
+        let sleeper = spawn(move || {
+            let cell = t.cells.get(0);
+            let mut h = h;
+            for _ in 0..2 {
+                // `Sleep::reset(now)` away from the base: in place if pending, else a new arming.
+                if !remote.reset_after(h, Duration::ZERO) {
+                    let seq = cell.arm();
+                    h = remote
+                        .schedule_after(0, Duration::ZERO, cell::payload(0, seq))
+                        .unwrap();
+                }
+            }
+            if cell.release(|| remote.cancel(h)) {
+                t.free(0, None);
+            }
+            // Release: the owner's Acquire load sees the sleep let go.
+            d.store(true, Ordering::Release);
+        });
+        let mut free = Vec::new();
+        turn(&mut base, &table, &mut free);
+        // Acquire: pairs with the sleeper's Release.
+        while !done.load(Ordering::Acquire) {
+            yield_now();
+            turn(&mut base, &table, &mut free);
+        }
+        sleeper.join().unwrap();
+        turn(&mut base, &table, &mut free);
+        table.returned.take_all(&table.cells, &mut free);
+        assert_each_once(&free, 1);
+        // Relaxed: after the join.
+        assert_eq!(table.freed.load(Ordering::Relaxed), 1);
+    });
+    assert!(runs >= 50 || cfg!(not(loom)), "{runs} executions");
 }

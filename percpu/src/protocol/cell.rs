@@ -24,7 +24,7 @@
 //! | `SLEEP=0`                        | the `Sleep`, when dropped                             |
 //!
 //! Each row is one method of [`Cell`]: [`Cell::start`] and [`Cell::arm`] (new armings),
-//! [`Cell::deliver`], [`Cell::release`] / [`Cell::release_held`] (the sleep lets go, cancelling a
+//! `Cell::deliver` (through [`turn`]), [`Cell::release`] / [`Cell::release_held`] (the sleep lets go, cancelling a
 //! pending arming through the closure it passes). [`Cell::poll`] is the sleep's check: FIRED,
 //! then register the waker, then FIRED again (a delivery between the two found no waker to wake).
 //!
@@ -34,7 +34,12 @@
 //!
 //! At most two armings are outstanding: a re-arm that finds the old arming firing (its cancel
 //! failed) arms a new one while the turning thread still holds the old payload. The old payload
-//! carries the old `seq`, so its delivery counts down but neither sets `FIRED` nor wakes.
+//! carries the old `seq`, so its delivery counts down but neither sets `FIRED` nor wakes. The
+//! bound holds because the turning thread delivers each payload as the base hands it out, inside
+//! `Base::turn` ([`turn`], [`deliver`]), and only defers the wake: a turn fires twice (before
+//! and after it takes the notices), and a cross-core re-arm between the two makes an arming the
+//! second fire hands out, so payloads delivered only after the turn would leave two fired
+//! armings outstanding beside the third that a re-arm after the second fire makes.
 //!
 //! A sleep holding the base (its owner's thread) updates the word with plain loads and stores
 //! ([`Cell::release_held`]) and takes its waker with no handshake: deliveries and a closing
@@ -60,6 +65,7 @@
 
 use std::task::Waker;
 
+use crate::Base;
 use crate::protocol::waker::{self, AtomicWaker};
 use crate::sync::{AtomicU64, AtomicUsize, Ordering};
 
@@ -103,11 +109,9 @@ fn may_fire(state: u64) -> bool {
 }
 
 /// The state after a new arming: `seq + 1`, one more arming, not fired, still held by the sleep.
+/// (Checked against the bound of two by the caller, on the state its update replaced: the
+/// closure of an update may first see an older value.)
 fn next_arming(state: u64) -> u64 {
-    debug_assert!(
-        armings_of(state) < 2,
-        "a third outstanding arming: {state:#x}"
-    );
     let seq = u64::from(seq_of(state).wrapping_add(1));
     ((state & !(SEQ_MASK | FIRED)) + ARMING_ONE) | seq | SLEEP
 }
@@ -180,6 +184,10 @@ impl Cell {
         let prev = self
             .waker
             .update(Ordering::AcqRel, Ordering::Acquire, next_arming);
+        debug_assert!(
+            armings_of(prev) < 2,
+            "a third outstanding arming: {prev:#x}"
+        );
         seq_of(next_arming(prev))
     }
 
@@ -190,10 +198,10 @@ impl Cell {
             .update(Ordering::AcqRel, Ordering::Acquire, |s| s - ARMING_ONE);
     }
 
-    /// A payload of arming `seq` came out of the base: count the arming down; if it is the
-    /// current one, mark it fired and wake the task. True if the caller must free the cell
-    /// (the sleep let go before).
-    pub fn deliver(&self, seq: u32) -> bool {
+    /// A payload of arming `seq` came out of the base: count the arming down, and if it is the
+    /// current one, mark it fired. The caller wakes the task afterwards ([`Cell::wake`]) where
+    /// told to; a re-arm between the two costs the task one spurious poll.
+    fn deliver(&self, seq: u32) -> Delivered {
         let update = |s: u64| {
             let s = s - ARMING_ONE;
             if seq_of(s) == seq { s | FIRED } else { s }
@@ -204,10 +212,18 @@ impl Cell {
             .waker
             .update(Ordering::AcqRel, Ordering::Acquire, update);
         debug_assert!(armings_of(prev) > 0, "delivery with no arming: {prev:#x}");
-        if seq_of(prev) == seq {
-            self.waker.wake();
+        if unheld(update(prev)) {
+            Delivered::Free
+        } else if seq_of(prev) == seq {
+            Delivered::Wake
+        } else {
+            Delivered::Stale
         }
-        unheld(update(prev))
+    }
+
+    /// Wakes the task registered on the cell, if any (taking its waker out).
+    pub fn wake(&self) {
+        self.waker.wake();
     }
 
     /// The sleep lets go without holding the base: `cancel` is tried if the current arming may
@@ -257,6 +273,46 @@ impl Cell {
     /// Empties the waker slot of a cell nobody holds any more, before it goes on a free list.
     pub fn clear(&self) {
         drop(self.waker.take());
+    }
+}
+
+/// What a delivery leaves the turning thread to do.
+#[derive(Debug, PartialEq, Eq)]
+enum Delivered {
+    /// An old arming's payload (the sleep re-armed since): counted down, nothing else.
+    Stale,
+    /// The current arming fired: wake the task.
+    Wake,
+    /// The sleep let go before: the cell is the caller's to free.
+    Free,
+}
+
+/// Turns `base`, whose payloads name cells of `cells`, for a caller holding the base: each
+/// payload is delivered as the base hands it out ([`deliver`]; see the module docs for why
+/// inside the turn). The caller wakes the cells left in `woken` with [`Cell::wake`] once the turn
+/// is over (so that a waker that polls inline cannot re-enter the base) and while it still holds
+/// the base (so that a cell freed meanwhile is reused by no one). Returns how many fired.
+pub fn turn(
+    base: &mut Base<u64>,
+    cells: &Cells,
+    free: &mut Vec<u32>,
+    woken: &mut Vec<u32>,
+) -> usize {
+    base.turn(|p| deliver(cells, p, free, woken))
+}
+
+/// Delivers payload `p` to its cell of `cells`: a cell nobody holds any more goes on `free` (its
+/// waker slot emptied), a cell whose task to wake on `woken`.
+pub fn deliver(cells: &Cells, p: u64, free: &mut Vec<u32>, woken: &mut Vec<u32>) {
+    let (index, seq) = split(p);
+    let cell = cells.get(index);
+    match cell.deliver(seq) {
+        Delivered::Stale => {}
+        Delivered::Wake => woken.push(index),
+        Delivered::Free => {
+            cell.clear();
+            free.push(index);
+        }
     }
 }
 
@@ -444,11 +500,10 @@ mod tests {
         let cell = cells.get(0);
         let old = cell.start(Waker::noop());
         let new = cell.arm();
-        assert!(
-            !cell.deliver(old) && !cell.is_fired(),
-            "a stale payload fired the sleep"
-        );
-        assert!(!cell.deliver(new) && cell.is_fired());
+        assert_eq!(cell.deliver(old), Delivered::Stale);
+        assert!(!cell.is_fired(), "a stale payload fired the sleep");
+        assert_eq!(cell.deliver(new), Delivered::Wake);
+        assert!(cell.is_fired());
         assert!(cell.release(|| unreachable!("nothing left to cancel")));
     }
 

@@ -9,8 +9,9 @@
 //!
 //! The turning task ([`drive`]) waits on the base's fd through `AsyncFd` (tokio's reactor sees the
 //! fd readable when a timer is due or another thread sent a message), turns the base, and wakes
-//! the tasks whose sleeps fired. Wakers are woken after `Base::turn` returns, so a waker that polls
-//! inline cannot re-enter the base.
+//! the tasks whose sleeps fired. Each payload is delivered to its cell as the base hands it out
+//! (which keeps a cell at two armings; see `cell::turn`); wakers are woken after `Base::turn`
+//! returns, so a waker that polls inline cannot re-enter the base.
 //!
 //! Each thread has a current driver (a thread-local set by [`super::Timers::enter`] or by the
 //! thread-start hook of a multi-thread runtime): a sleep registers on it at its first poll. A
@@ -46,8 +47,8 @@ pub(super) struct Owned {
     free: Vec<u32>,
     /// Cells at or above this were never handed out.
     next_cell: u32,
-    /// Payloads of the current turn, woken after it.
-    fired: Vec<Payload>,
+    /// Cells whose arming fired in the current turn, woken after it (kept for its allocation).
+    woken: Vec<u32>,
 }
 
 /// One base and its cells, shared by the sleeps registered on it.
@@ -140,7 +141,7 @@ impl Driver {
                 base,
                 free: Vec::new(),
                 next_cell: 0,
-                fired: Vec::new(),
+                woken: Vec::new(),
             }),
             cells: Cells::new(MAX_CELLS),
             returned: Returned::new(),
@@ -250,30 +251,26 @@ impl Driver {
     }
 
     /// Turns the base and wakes the sleeps that fired; false if another thread holds the base.
+    /// Each payload is delivered to its cell inside the turn, the wakes come after it (see
+    /// `cell::turn`).
     pub(super) fn turn(&self) -> bool {
         let Some(mut held) = self.hold() else {
             return false;
         };
-        let mut fired = std::mem::take(&mut held.fired);
-        held.base.turn(|p| fired.push(p));
-        for p in fired.drain(..) {
+        let Owned {
+            base, free, woken, ..
+        } = &mut *held;
+        cell::turn(base, &self.cells, free, woken);
+        for index in woken.drain(..) {
             // A waker that panics (an executor's bug) has been reported by the panic hook by the
-            // time this returns; it must not cost the other sleeps of the turn their fires, nor
-            // stop the task or thread that turns the base. Its own cell was marked fired before
-            // the wake, so its sleep completes at its next poll.
-            let delivered = catch_unwind(AssertUnwindSafe(|| self.deliver(p, &mut held)));
-            drop(delivered);
+            // time this returns; it must not cost the other sleeps of the turn their wakes, nor
+            // stop the task or thread that turns the base. Its cell was marked fired before the
+            // wake, so its sleep completes at its next poll.
+            drop(catch_unwind(AssertUnwindSafe(|| {
+                self.cells.get(index).wake()
+            })));
         }
-        held.fired = fired;
         true
-    }
-
-    /// A payload came out of the base: hand it to its cell (see `Cell::deliver`).
-    fn deliver(&self, p: Payload, held: &mut Held<'_>) {
-        let (index, seq) = cell::split(p);
-        if self.cells.get(index).deliver(seq) {
-            self.free_cell(index, Some(held));
-        }
     }
 
     /// The handle of this base's timer in `slot` at `generation` (a sleep keeps only those two).

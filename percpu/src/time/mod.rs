@@ -121,7 +121,8 @@
 //!   delivery or a winning cancel); both sides' releases are one atomic update of the same word,
 //!   so exactly one of them sees "nobody holds it". Cells freed off the owner's thread go to a
 //!   lock-free stack the owner empties.
-//! - At most one wake per fire (see Wakers), at most two armings per cell at a time.
+//! - At most one wake per fire (see Wakers), at most two armings per cell at a time (a turn
+//!   delivers each payload inside the base's turn, before it fires anything else).
 //!
 //! # Given up
 //! - The base is held through a try-flag: a thread that finds it taken (only possible on a
