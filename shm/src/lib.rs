@@ -71,6 +71,8 @@
 //! | (not a kill) a handler panics, the caller catches it | `FIRING(g)` slot             | the turn keeps the slot for its own `take_interrupted`, pushes the slots it freed, and re-raises the panic |
 //! | owner: freeing CAS and the turn's stack push  | `FREE` slots on no stack           | recovery scan: re-issued |
 //!
+//! The crate's README names the test that reaches each row.
+//!
 //! Recovery runs when a process takes over advancing, when the owner sees a registered process
 //! gone (it looks every 100 ms of `CLOCK_MONOTONIC` while it turns), and on demand
 //! ([`Advancer::recover`]). It is O(slots ever used + capacity / 64): it sweeps the dirty bitmap, walks the free

@@ -4,7 +4,9 @@
 //! `cargo run --release -p tickwheel-percpu --example keepalive` runs the demo: the server on
 //! 127.0.0.1, thousands of loopback connections (active, going idle, slowloris) for about 12 s,
 //! a live status line, then a report; the exit status is non-zero if an invariant failed.
-//! `--listen ADDR` runs the plain server until Ctrl-C instead (try it with curl or wrk).
+//! `--listen ADDR` runs the plain server until Ctrl-C instead (try it with curl or wrk). What each
+//! line of the report means, a sample run and the plain server's behaviour: the workspace's
+//! ARCHITECTURE.md, "The main job".
 //!
 //! Layout: `server/` is the server proper (shared with `tests/keepalive.rs`): `worker` is the
 //! per-core event loop, `conn` the connection slab, `http` the request framing, `date` the `Date`
