@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs tokio's time tests (made by port.sh) against tickwheel_percpu::time, two ways: each file as
 # one binary with its tests in parallel threads (as `cargo test` runs it), and each test alone in a
-# process of its own. Prints, per file, how many pass each way; fails if any test but the five
+# process of its own. Prints, per file, how many pass each way; fails if any test but the three
 # named in `lifted` fails either way. A test that hangs is stopped by `timeout` and counts as failed.
 #
 #   tokio-suite/run.sh            both ways
