@@ -4,16 +4,21 @@
 # kept-alive connections, none closed before the keep-alive timeout, all closed after it, measured
 # by the hyper_server example's --idle-against client). Prints a markdown table.
 #
-#   sh percpu/examples/axum_service/bench.sh                # full run, about 2 minutes a timer
-#   SECS=2 CONNS="100" IDLE=200 sh percpu/examples/axum_service/bench.sh   # a smoke run
+# REPS repetitions, each running every timer once, in an order rotated each repetition (so no
+# timer always runs first or last); then the medians and ranges over the repetitions, and the
+# ratios of the medians.
+#
+#   bash percpu/examples/axum_service/bench.sh                # full run, about 1 minute a timer a rep
+#   REPS=1 SECS=2 CONNS="100" IDLE=200 bash percpu/examples/axum_service/bench.sh   # a smoke run
 #
 # Environment: TIMERS (default "tickwheel tokio"; add tokio-alt in a RUSTFLAGS="--cfg
-# tokio_unstable" build), CONNS, SECS (wrk -d), WORKERS, IDLE (idle connections), KEEPALIVE_MS,
-# PORT. Needs wrk (Debian: apt-get install -y wrk). Only 127.0.0.1.
+# tokio_unstable" build), REPS (default 3), CONNS, SECS (wrk -d), WORKERS, IDLE (idle
+# connections), KEEPALIVE_MS, PORT. Needs wrk (Debian: apt-get install -y wrk). Only 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 
 TIMERS=${TIMERS:-tickwheel tokio}
+REPS=${REPS:-3}
 CONNS=${CONNS:-100 1000 10000}
 SECS=${SECS:-10}
 WORKERS=${WORKERS:-2}
@@ -41,9 +46,11 @@ TCK=$(getconf CLK_TCK)
 
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; } # utime + stime, in clock ticks
 
-echo "| timer | conns | req/s | p99 | CPU µs/request | wrk errors |"
-echo "|---|---:|---:|---:|---:|---|"
-for timer in $TIMERS; do
+rows=$(mktemp)
+echo "| rep | timer | conns | req/s | p99 | CPU µs/request | wrk errors |"
+echo "|---|---|---:|---:|---:|---:|---|"
+serve() { # serve TIMER REP
+    local timer=$1 rep=$2
     "$BIN/axum_service" --listen "$ADDR" --workers "$WORKERS" --timer "$timer" \
         --keepalive-ms "$KEEPALIVE_MS" >"/tmp/axum_service.$timer.out" 2>&1 &
     pid=$!
@@ -57,19 +64,55 @@ for timer in $TIMERS; do
         after=$(cpu_ticks "$pid")
         total=$(echo "$out" | awk '/requests in/ { print $1 }')
         rps=$(echo "$out" | awk '/^Requests\/sec/ { print $2 }')
-        p99=$(echo "$out" | awk '$1 == "99%" { print $2 }')
+        p99=$(echo "$out" | awk '$1 == "99%" { v = $2; if (v ~ /us$/) v /= 1000; else if (v ~ /ms$/) v += 0; else if (v ~ /s$/) v *= 1000; printf "%.2f", v }')
         errors=$(echo "$out" | awk '/Socket errors|Non-2xx/ { $1 = $1; printf "%s; ", $0 }')
         us=$(awk -v t="$((after - before))" -v hz="$TCK" -v n="$total" \
             'BEGIN { printf "%.1f", (n > 0 ? t * 1e6 / hz / n : 0) }')
-        echo "| $timer | $c | $rps | $p99 | $us | ${errors:-none} |"
+        echo "| $rep | $timer | $c | $rps | ${p99}ms | $us | ${errors:-none} |"
+        echo "$timer $c $rps $p99 $us" >>"$rows"
         # Let the keep-alive timer close wrk's connections before the next step.
         sleep "$(awk -v ms="$KEEPALIVE_MS" 'BEGIN { print ms / 1000 + 1 }')"
     done
     # --header-ms is unused by --idle-against; it only has to be above --idle-ms.
     idle=$("$BIN/hyper_server" --idle-against "$ADDR" --idle-conns "$IDLE" \
         --idle-ms "$KEEPALIVE_MS" --header-ms "$((KEEPALIVE_MS + 1))") || idle="FAILED: $idle"
-    echo "| $timer | idle check: $idle |"
+    echo "| $rep | $timer | idle check: $idle |"
     kill -TERM "$pid"
     wait "$pid" || true
-    echo "| $timer | server: $(tail -n 1 "/tmp/axum_service.$timer.out") |"
+    echo "| $rep | $timer | server: $(tail -n 1 "/tmp/axum_service.$timer.out") |"
+}
+read -r -a order <<<"$TIMERS"
+for rep in $(seq "$REPS"); do
+    for timer in "${order[@]}"; do
+        serve "$timer" "$rep"
+    done
+    order=("${order[@]:1}" "${order[0]}") # rotate
 done
+
+# Medians (and ranges) over the repetitions, then each timer's median req/s against the first
+# timer's at each connection count.
+echo
+echo "| timer | conns | req/s median (min-max) | p99 ms median (min-max) | CPU µs/request median (min-max) |"
+echo "|---|---:|---:|---:|---:|"
+med() { sort -n | awk '{ v[NR] = $1 } END { m = (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2); printf "%s (%s-%s)", m, v[1], v[NR] }'; }
+first=${TIMERS%% *}
+for timer in $TIMERS; do
+    for c in $CONNS; do
+        sel() { awk -v t="$timer" -v c="$c" -v f="$1" '$1 == t && $2 == c { print $f }' "$rows"; }
+        echo "| $timer | $c | $(sel 3 | med) | $(sel 4 | med) | $(sel 5 | med) |"
+    done
+done
+echo
+echo "| conns | req/s median, each timer / $first |"
+echo "|---:|---|"
+for c in $CONNS; do
+    line=""
+    base=$(awk -v t="$first" -v c="$c" '$1 == t && $2 == c { print $3 }' "$rows" | med | cut -d' ' -f1)
+    for timer in $TIMERS; do
+        [ "$timer" = "$first" ] && continue
+        m=$(awk -v t="$timer" -v c="$c" '$1 == t && $2 == c { print $3 }' "$rows" | med | cut -d' ' -f1)
+        line="$line$first/$timer $(awk -v a="$base" -v b="$m" 'BEGIN { printf "%.2fx", a / b }'); "
+    done
+    echo "| $c | $line |"
+done
+rm -f "$rows"
