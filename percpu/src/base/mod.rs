@@ -147,6 +147,12 @@ impl<T: Send + 'static> Base<T> {
         self.group.timeline.ns_to_instant(self.now_ns)
     }
 
+    /// The base's clock as of its last reading, in nanoseconds since the set's epoch.
+    #[cfg(all(feature = "tokio", not(loom)))]
+    pub(crate) fn now_ns(&self) -> u64 {
+        self.now_ns
+    }
+
     /// The wheel's next expiry tick (never later than its first timer's), for the `time`
     /// module's base of a paused runtime, which that runtime turns instead of a timerfd.
     #[cfg(all(feature = "test-util", not(loom)))]
@@ -209,7 +215,12 @@ impl<T: Send + 'static> Base<T> {
         self.schedule_at_ns(ns, value)
     }
 
-    fn schedule_at_ns(&mut self, deadline_ns: u64, value: T) -> Result<Handle, ScheduleError<T>> {
+    /// Schedules `value` to fire at `deadline_ns`, nanoseconds since the set's epoch.
+    pub(crate) fn schedule_at_ns(
+        &mut self,
+        deadline_ns: u64,
+        value: T,
+    ) -> Result<Handle, ScheduleError<T>> {
         let Some(slot) = self.take_slot() else {
             return Err(ScheduleError::Full(value));
         };
@@ -267,18 +278,26 @@ impl<T: Send + 'static> Base<T> {
     }
 
     fn reset_at_ns(&mut self, h: Handle, deadline_ns: u64) -> bool {
-        let tick = ns_to_tick_ceil(deadline_ns, self.tick_ns());
         if !self.owns(h) {
+            let tick = ns_to_tick_ceil(deadline_ns, self.tick_ns());
             return self.group.rearm(h, tick);
         }
-        let Some(old) = self.shared().slots.rearm_local(h.slot, h.generation, tick) else {
+        self.reset_own_at_ns(h.slot, h.generation, deadline_ns)
+    }
+
+    /// [`Base::reset_at`] of this base's timer in `slot` at `generation` (the rest of its handle
+    /// names this base), to `deadline_ns` since the set's epoch.
+    #[inline]
+    pub(crate) fn reset_own_at_ns(&mut self, slot: u32, generation: u32, deadline_ns: u64) -> bool {
+        let tick = ns_to_tick_ceil(deadline_ns, self.tick_ns());
+        let Some(old) = self.shared().slots.rearm_local(slot, generation, tick) else {
             return false;
         };
         if tick < old {
             // Earlier than before: the record may be filed too late (the keepalive refresh,
             // always later, stops above having touched the deadline and nothing else). A timer a
             // remote scheduled is filed when its notice is taken, at the deadline then.
-            self.move_earlier(h.slot, tick);
+            self.move_earlier(slot, tick);
         }
         true
     }

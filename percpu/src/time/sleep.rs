@@ -43,8 +43,8 @@ const NANOS_PER_SEC: u32 = 1_000_000_000;
 /// Most whole seconds a deadline is stored before the anchor (see [`Deadline`]).
 const MOST_SECS_BEFORE: u64 = i64::MAX as u64;
 
-/// The instant deadlines are counted from: the first time one is stored.
-fn anchor() -> std::time::Instant {
+/// The instant deadlines are counted from: the first time one is stored or a driver is made.
+pub(super) fn anchor() -> std::time::Instant {
     // A std `OnceLock`, not the sync shim: set once per process, no cross-core protocol.
     static ANCHOR: OnceLock<std::time::Instant> = OnceLock::new();
     *ANCHOR.get_or_init(std::time::Instant::now)
@@ -100,6 +100,18 @@ impl Deadline {
             ))
         };
         Instant::from_std(at.expect("a stored deadline is an instant that exists"))
+    }
+
+    /// The deadline in nanoseconds since `driver`'s epoch, as the base converts an `Instant`:
+    /// from the driver's anchor offset with integer arithmetic, exact (the clamp is the base's
+    /// own saturation), or through the `Instant` where the base's clock does not keep its pace.
+    fn ns_on(self, driver: &Driver) -> u64 {
+        let Some(anchor_ns) = driver.anchor_ns else {
+            return (driver.remote.group.timeline).instant_to_ns(self.instant().into_std());
+        };
+        let since_anchor = i128::from(self.secs()) * i128::from(NANOS_PER_SEC)
+            + i128::from(self.nanos & !DONE_UNFILED);
+        (anchor_ns + since_anchor).clamp(0, u64::MAX.into()) as u64
     }
 
     fn done_unfiled(self) -> bool {
@@ -264,6 +276,30 @@ impl Sleep {
         let Some(driver) = self.driver.as_deref() else {
             return;
         };
+        // The common case inline: a pending timer of this thread's open base, moved in place
+        // (a later deadline stores one word of its record).
+        if !driver.is_closed()
+            && driver::is_current(driver)
+            && let Some(mut held) = driver.hold()
+        {
+            let ns = self.deadline.ns_on(driver);
+            let filed = self.filed;
+            if held.base.reset_own_at_ns(filed.slot, filed.generation, ns) {
+                return;
+            }
+            // Not pending: fired (and, since turns deliver while holding the base,
+            // delivered). A base re-arms any pending timer of its own, filed or not.
+            refile_held(driver, &mut self.filed, &mut held, ns);
+            return;
+        }
+        self.reset_slow(deadline);
+    }
+
+    /// The rest of [`Sleep::reset`] of a filed sleep: its base closed, held by another thread
+    /// for a moment, or another thread's.
+    #[cold]
+    fn reset_slow(&mut self, deadline: Instant) {
+        let driver = self.driver.as_deref().expect("a filed sleep has a driver");
         if driver.is_closed() {
             // Nothing will turn that base again: let go of its cell; the next poll files the
             // sleep on the polling thread's base (or reports the closed one).
@@ -271,21 +307,6 @@ impl Sleep {
             return;
         }
         let filed = &mut self.filed;
-        if driver::is_current(driver)
-            && let Some(mut held) = driver.hold()
-        {
-            if held
-                .base
-                .reset_at(filed.handle(driver), deadline.into_std())
-            {
-                return;
-            }
-            // Not pending: fired (and, since turns deliver while holding the base,
-            // delivered). A base re-arms any pending timer of its own, filed or not.
-            let seq = filed.cell(driver).arm();
-            filed.set_timer(driver.schedule_held(&mut held, deadline, filed.cell, seq));
-            return;
-        }
         if rearm_remote(driver, filed.handle(driver), deadline) {
             return;
         }
@@ -324,20 +345,27 @@ impl Sleep {
             cx.waker().wake_by_ref();
             return Poll::Pending;
         };
-        let deadline = self.deadline.instant();
-        if deadline.into_std() <= held.base.now() {
+        let deadline_ns = self.deadline.ns_on(&driver);
+        if deadline_ns <= held.base.now_ns() {
             self.deadline.set_done_unfiled();
             return Poll::Ready(());
         }
         let index = driver.alloc_cell(&mut held);
         // The cell is ours alone (just taken, and we hold the base).
         let seq = driver.cells.get(index).start(cx.waker());
-        let timer = driver.schedule_held(&mut held, deadline, index, seq);
+        let timer = driver.schedule_held(&mut held, deadline_ns, index, seq);
         drop(held);
         self.filed = Filed::new(index, timer);
         self.driver = Some(driver);
         Poll::Pending
     }
+}
+
+/// [`Sleep::reset`] of a fired sleep, holding its base: a new arming of its cell.
+#[cold]
+fn refile_held(driver: &Driver, filed: &mut Filed, held: &mut driver::Held<'_>, ns: u64) {
+    let seq = filed.cell(driver).arm();
+    filed.set_timer(driver.schedule_held(held, ns, filed.cell, seq));
 }
 
 /// A sleep on a base that nothing will turn again would pend for ever: panic, as tokio's sleeps
