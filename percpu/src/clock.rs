@@ -233,19 +233,6 @@ impl Timeline {
         deadline_ns_from_remaining(at, instant_now, self.now_ns())
     }
 
-    /// Nanoseconds from the epoch to `at` (negative before it), where `Instant`s keep this
-    /// timeline's pace: an instant `d` ns after `at` is then `instant_to_ns` = that plus `d`,
-    /// clamped to `0..=u64::MAX`, with no `Instant` arithmetic. `None` on `CLOCK_BOOTTIME`.
-    pub(crate) fn offset_of(&self, at: Instant) -> Option<i128> {
-        if !self.instants_keep_pace() {
-            return None;
-        }
-        Some(match at.checked_duration_since(self.epoch) {
-            Some(after) => after.as_nanos() as i128,
-            None => -(self.epoch.duration_since(at).as_nanos() as i128),
-        })
-    }
-
     /// The `Instant` at `ns` since the epoch (saturating far in the future).
     pub(crate) fn ns_to_instant(&self, ns: u64) -> Instant {
         let far = || self.epoch + Duration::from_secs(u32::MAX.into());

@@ -61,10 +61,6 @@ pub(super) struct Driver {
     returned: Returned,
     /// The process-wide fallback: every thread takes the owner's path (see the module doc).
     any_thread: bool,
-    /// Nanoseconds from the base's epoch to the anchor sleeps count their deadlines from, where
-    /// the base's clock keeps `Instant`'s pace: a deadline then converts to the base's time with
-    /// integer arithmetic (see `Deadline::ns_on`).
-    pub(super) anchor_ns: Option<i128>,
     /// What can still turn the base: 1 for the `Timers` set while a handle of it lives, plus
     /// one per turning task ([`drive`]). At 0 the base is closed for good: nothing will ever
     /// turn it again (a turning task is made only through a `Timers`), so its sleeps would pend
@@ -134,11 +130,9 @@ impl Driver {
 
     /// A driver that any thread may hold (the fallback's, a paused runtime's).
     pub(super) fn with_owners(base: Base<Payload>, any_thread: bool) -> Self {
-        let remote = base.remote();
-        let anchor_ns = (remote.group.timeline).offset_of(super::sleep::anchor());
         Self {
             index: base.index(),
-            remote,
+            remote: base.remote(),
             fd: base.fd(),
             busy: AtomicBool::new(false),
             owned: UnsafeCell::new(Owned {
@@ -150,7 +144,6 @@ impl Driver {
             cells: Cells::new(MAX_CELLS),
             returned: Returned::new(),
             any_thread,
-            anchor_ns,
             keepers: AtomicUsize::new(1),
             #[cfg(feature = "test-util")]
             paused: None,
