@@ -245,17 +245,24 @@ impl<T: Send + 'static> Base<T> {
         if !self.owns(h) {
             return self.group.cancel(h);
         }
-        let Some(freed) = self.shared().slots.cancel_local(h.slot, h.generation) else {
+        self.cancel_own(h.slot, h.generation)
+    }
+
+    /// [`Base::cancel`] of this base's timer in `slot` at `generation` (the rest of its handle
+    /// names this base).
+    #[inline]
+    pub(crate) fn cancel_own(&mut self, slot: u32, generation: u32) -> bool {
+        let Some(freed) = self.shared().slots.cancel_local(slot, generation) else {
             return false;
         };
         // A pending timer of ours whose payload no remote holds (`CELL` is clear once the
         // owner has taken the notice, and a slot is filed only after that).
-        self.drop_filed(h.slot);
+        self.drop_filed(slot);
         // A flagged slot (remote re-arm in flight, notice pending) is left cancelled; its notice
         // frees it.
-        self.filing().1.set_unfiled(h.slot, !freed);
+        self.filing().1.set_unfiled(slot, !freed);
         if freed {
-            self.free.push(h.slot);
+            self.free.push(slot);
         }
         self.counters.cancelled_local += 1;
         true
@@ -413,9 +420,18 @@ impl<T: Send + 'static> Base<T> {
     /// polled, and a base that has not turned for a while (its fd quiet) would otherwise place a
     /// new timer as if its delay were longer, on a coarser level, later than the mode promises.
     /// Costs a comparison when the wheel is current, one `next_expiry` when it is not.
+    #[inline]
     fn forward_clock(&mut self) {
         let now_tick = self.now_tick();
-        if self.wheel.now() >= now_tick || self.wheel.next_expiry().is_some_and(|t| t <= now_tick) {
+        if self.wheel.now() < now_tick {
+            self.forward_clock_to(now_tick);
+        }
+    }
+
+    /// [`Base::forward_clock`] of a wheel behind the base's clock.
+    #[cold]
+    fn forward_clock_to(&mut self, now_tick: u64) {
+        if self.wheel.next_expiry().is_some_and(|t| t <= now_tick) {
             return;
         }
         // `next_expiry` is never later than the first tick at which the drain can hand out a

@@ -307,7 +307,7 @@ fn release(driver: &Driver, filed: Filed) {
     };
     if let Some(mut held) = held {
         // Holding the base: deliveries run only under it (see `Cell::release_held`).
-        if cell.release_held(|| held.base.cancel(filed.handle(driver))) {
+        if cell.release_held(|| held.base.cancel_own(filed.slot, filed.generation)) {
             driver.free_held(filed.cell, &mut held);
         }
     } else if cell.release(|| driver.remote.cancel(filed.handle(driver))) {
