@@ -175,6 +175,28 @@ fn reset_away_then_at_home() {
 }
 
 #[test]
+fn pushed_later_at_home_then_waited_for_away() {
+    let timers = Timers::new(1).unwrap();
+    let base = BaseThread::start(&timers);
+    for i in 0..20u64 {
+        let mut s = base.filed(Instant::now() + Duration::from_millis(2));
+        // At home, later: only stored; the filed arming fires at about 2 ms ...
+        let deadline = Instant::now() + Duration::from_millis(6 + i % 3);
+        let mut s = base.on_base(move || {
+            s.reset(deadline);
+            s
+        });
+        // ... and the poll here (before or after that fire) files it again from away.
+        std::thread::sleep(Duration::from_millis(i % 4));
+        wait_here(&mut s);
+        assert!(Instant::now() >= deadline, "early after a reset to later");
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    base.stop();
+    assert_eq!(timers.occupancy(0).map(|o| o.1), Some(0));
+}
+
+#[test]
 fn tasks_migrating_on_a_multi_thread_runtime() {
     let timers = Timers::new(2).unwrap();
     let rt = common::multi_thread(&timers, 2);

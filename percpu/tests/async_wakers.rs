@@ -107,3 +107,68 @@ fn reset_moves_the_deadline_both_ways() {
         .unwrap();
     assert_eq!(timers.occupancy(0), Some((0, 0)));
 }
+
+#[test]
+fn a_sleep_pushed_later_is_woken_at_the_old_deadline_and_completes_only_at_the_new_one() {
+    let timers = Timers::new(1).unwrap();
+    let rt = common::current_thread();
+    timers
+        .block_on(0, &rt, async {
+            let (a, wa) = counting();
+            let mut s = time::sleep(Duration::from_millis(2));
+            assert!(poll_with(&mut s, &wa).is_pending());
+            // Pushed later three times before the filed deadline: only stored.
+            for ms in [10, 20, 30] {
+                s.reset(Instant::now() + Duration::from_millis(ms));
+                assert!(poll_with(&mut s, &wa).is_pending());
+            }
+            let deadline = s.deadline();
+            // The filed arming fires at about 2 ms: one wake, and the poll it causes files the
+            // sleep again instead of completing.
+            time::sleep(Duration::from_millis(8)).await;
+            assert_eq!(a.0.load(Ordering::SeqCst), 1);
+            assert!(!s.is_elapsed(), "elapsed at its old deadline");
+            if Instant::now() < deadline {
+                assert!(poll_with(&mut s, &wa).is_pending(), "completed early");
+            }
+            // Lost re-arm: the guard's own timer ends the wait.
+            assert!(time::timeout(Duration::from_secs(5), &mut s).await.is_ok());
+            assert!(Instant::now() >= deadline, "completed early");
+            assert!(s.is_elapsed());
+            assert!(
+                poll_with(&mut s, &wa).is_ready(),
+                "once complete, always ready"
+            );
+
+            // Pushed later after it fired: pending again until the new deadline.
+            let deadline = Instant::now() + Duration::from_millis(5);
+            s.reset(deadline);
+            assert!(!s.is_elapsed());
+            assert!(poll_with(&mut s, &wa).is_pending());
+            assert!(time::timeout(Duration::from_secs(5), &mut s).await.is_ok());
+            assert!(Instant::now() >= deadline, "completed early");
+
+            // Pushed later, then back to before the filed deadline: the earlier one is moved
+            // in, not left waiting for the filed one.
+            let start = Instant::now();
+            let mut s = time::sleep(Duration::from_secs(2));
+            assert!(poll_with(&mut s, &wa).is_pending());
+            s.reset(start + Duration::from_secs(4));
+            let deadline = start + Duration::from_millis(5);
+            s.reset(deadline);
+            assert!(time::timeout(Duration::from_secs(1), &mut s).await.is_ok());
+            assert!(Instant::now() >= deadline, "completed early");
+
+            // Pushed later, then earlier but still after the filed deadline.
+            let start = Instant::now();
+            let mut s = time::sleep(Duration::from_millis(2));
+            assert!(poll_with(&mut s, &wa).is_pending());
+            s.reset(start + Duration::from_secs(60));
+            let deadline = start + Duration::from_millis(12);
+            s.reset(deadline);
+            assert!(time::timeout(Duration::from_secs(5), &mut s).await.is_ok());
+            assert!(Instant::now() >= deadline, "completed early");
+        })
+        .unwrap();
+    assert_eq!(timers.occupancy(0), Some((0, 0)));
+}

@@ -147,6 +147,12 @@ impl<T: Send + 'static> Base<T> {
         self.group.timeline.ns_to_instant(self.now_ns)
     }
 
+    /// The base's clock as of its last reading, in nanoseconds since the set's epoch.
+    #[cfg(all(feature = "tokio", not(loom)))]
+    pub(crate) fn now_ns(&self) -> u64 {
+        self.now_ns
+    }
+
     /// The wheel's next expiry tick (never later than its first timer's), for the `time`
     /// module's base of a paused runtime, which that runtime turns instead of a timerfd.
     #[cfg(all(feature = "test-util", not(loom)))]
@@ -209,7 +215,12 @@ impl<T: Send + 'static> Base<T> {
         self.schedule_at_ns(ns, value)
     }
 
-    fn schedule_at_ns(&mut self, deadline_ns: u64, value: T) -> Result<Handle, ScheduleError<T>> {
+    /// Schedules `value` to fire at `deadline_ns`, nanoseconds since the set's epoch.
+    pub(crate) fn schedule_at_ns(
+        &mut self,
+        deadline_ns: u64,
+        value: T,
+    ) -> Result<Handle, ScheduleError<T>> {
         let Some(slot) = self.take_slot() else {
             return Err(ScheduleError::Full(value));
         };
@@ -234,17 +245,24 @@ impl<T: Send + 'static> Base<T> {
         if !self.owns(h) {
             return self.group.cancel(h);
         }
-        let Some(freed) = self.shared().slots.cancel_local(h.slot, h.generation) else {
+        self.cancel_own(h.slot, h.generation)
+    }
+
+    /// [`Base::cancel`] of this base's timer in `slot` at `generation` (the rest of its handle
+    /// names this base).
+    #[inline]
+    pub(crate) fn cancel_own(&mut self, slot: u32, generation: u32) -> bool {
+        let Some(freed) = self.shared().slots.cancel_local(slot, generation) else {
             return false;
         };
         // A pending timer of ours whose payload no remote holds (`CELL` is clear once the
         // owner has taken the notice, and a slot is filed only after that).
-        self.drop_filed(h.slot);
+        self.drop_filed(slot);
         // A flagged slot (remote re-arm in flight, notice pending) is left cancelled; its notice
         // frees it.
-        self.filing().1.set_unfiled(h.slot, !freed);
+        self.filing().1.set_unfiled(slot, !freed);
         if freed {
-            self.free.push(h.slot);
+            self.free.push(slot);
         }
         self.counters.cancelled_local += 1;
         true
@@ -267,18 +285,26 @@ impl<T: Send + 'static> Base<T> {
     }
 
     fn reset_at_ns(&mut self, h: Handle, deadline_ns: u64) -> bool {
-        let tick = ns_to_tick_ceil(deadline_ns, self.tick_ns());
         if !self.owns(h) {
+            let tick = ns_to_tick_ceil(deadline_ns, self.tick_ns());
             return self.group.rearm(h, tick);
         }
-        let Some(old) = self.shared().slots.rearm_local(h.slot, h.generation, tick) else {
+        self.reset_own_at_ns(h.slot, h.generation, deadline_ns)
+    }
+
+    /// [`Base::reset_at`] of this base's timer in `slot` at `generation` (the rest of its handle
+    /// names this base), to `deadline_ns` since the set's epoch.
+    #[inline]
+    pub(crate) fn reset_own_at_ns(&mut self, slot: u32, generation: u32, deadline_ns: u64) -> bool {
+        let tick = ns_to_tick_ceil(deadline_ns, self.tick_ns());
+        let Some(old) = self.shared().slots.rearm_local(slot, generation, tick) else {
             return false;
         };
         if tick < old {
             // Earlier than before: the record may be filed too late (the keepalive refresh,
             // always later, stops above having touched the deadline and nothing else). A timer a
             // remote scheduled is filed when its notice is taken, at the deadline then.
-            self.move_earlier(h.slot, tick);
+            self.move_earlier(slot, tick);
         }
         true
     }
@@ -394,9 +420,18 @@ impl<T: Send + 'static> Base<T> {
     /// polled, and a base that has not turned for a while (its fd quiet) would otherwise place a
     /// new timer as if its delay were longer, on a coarser level, later than the mode promises.
     /// Costs a comparison when the wheel is current, one `next_expiry` when it is not.
+    #[inline]
     fn forward_clock(&mut self) {
         let now_tick = self.now_tick();
-        if self.wheel.now() >= now_tick || self.wheel.next_expiry().is_some_and(|t| t <= now_tick) {
+        if self.wheel.now() < now_tick {
+            self.forward_clock_to(now_tick);
+        }
+    }
+
+    /// [`Base::forward_clock`] of a wheel behind the base's clock.
+    #[cold]
+    fn forward_clock_to(&mut self, now_tick: u64) {
+        if self.wheel.next_expiry().is_some_and(|t| t <= now_tick) {
             return;
         }
         // `next_expiry` is never later than the first tick at which the drain can hand out a

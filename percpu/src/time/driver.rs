@@ -21,7 +21,7 @@
 //! takes the owner's path on it (`is_current`); the cost is that flag's swap, contended between
 //! the threads that use it, and a wake that comes from the timer thread.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::future::Future;
 use std::io;
@@ -32,7 +32,6 @@ use std::sync::OnceLock;
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
-use super::Instant;
 use crate::protocol::cell::{self, Cells, MAX_CELLS, Returned};
 use crate::sync::{Arc, AtomicBool, AtomicUsize, Ordering, UnsafeCell};
 use crate::{Base, Config, Handle, Mode, Remote, sys};
@@ -278,17 +277,17 @@ impl Driver {
         self.remote.group.handle(self.index, slot, generation)
     }
 
-    /// Schedules arming `seq` of `cell` on the held base.
+    /// Schedules arming `seq` of `cell` on the held base, at `deadline_ns` on its clock.
     pub(super) fn schedule_held(
         &self,
         held: &mut Held<'_>,
-        deadline: Instant,
+        deadline_ns: u64,
         cell: u32,
         seq: u32,
     ) -> Handle {
         match held
             .base
-            .schedule_at(deadline.into_std(), cell::payload(cell, seq))
+            .schedule_at_ns(deadline_ns, cell::payload(cell, seq))
         {
             Ok(h) => {
                 debug_assert_eq!(h, self.handle(h.slot, h.generation), "a foreign handle");
@@ -387,7 +386,21 @@ fn turn_forever(driver: &Driver) -> ! {
 
 thread_local! {
     /// The driver sleeps polled on this thread register on; `None`: the [`fallback`].
-    static CURRENT: RefCell<Option<Arc<Driver>>> = const { RefCell::new(None) };
+    static CURRENT: Current = const { Current(RefCell::new(None)) };
+    /// `CURRENT`'s driver as a bare pointer (null for `None`, and once `CURRENT` is destroyed),
+    /// for [`is_current`]: a type with no destructor, so reading it checks no thread-local state
+    /// and borrows nothing.
+    static CURRENT_PTR: Cell<*const Driver> = const { Cell::new(std::ptr::null()) };
+}
+
+/// The value of `CURRENT`; dropped at thread exit, when it clears `CURRENT_PTR`.
+struct Current(RefCell<Option<Arc<Driver>>>);
+
+impl Drop for Current {
+    fn drop(&mut self) {
+        // The driver may be freed from here on; no other driver may compare equal to it.
+        CURRENT_PTR.with(|c| c.set(std::ptr::null()));
+    }
 }
 
 /// Runs `f` with this thread's driver, or the fallback if it has none; with the `test-util`
@@ -397,7 +410,7 @@ pub(super) fn with_current<R>(f: impl FnOnce(&Arc<Driver>) -> R) -> R {
     if let Some(driver) = super::paused::current() {
         return f(&driver);
     }
-    CURRENT.with(|c| match c.borrow().as_ref() {
+    CURRENT.with(|c| match c.0.borrow().as_ref() {
         Some(driver) => f(driver),
         None => f(fallback()),
     })
@@ -406,17 +419,14 @@ pub(super) fn with_current<R>(f: impl FnOnce(&Arc<Driver>) -> R) -> R {
 /// True if this thread may take the owner's path on `driver`: it is this thread's, or the
 /// fallback (which any thread may hold).
 pub(super) fn is_current(driver: &Driver) -> bool {
-    driver.any_thread
-        || CURRENT
-            .try_with(|c| {
-                c.borrow()
-                    .as_ref()
-                    .is_some_and(|d| std::ptr::eq(&**d, driver))
-            })
-            .unwrap_or(false)
+    driver.any_thread || CURRENT_PTR.with(|c| std::ptr::eq(c.get(), driver))
 }
 
 /// Makes `driver` this thread's; returns the previous one.
 pub(super) fn set_current(driver: Option<Arc<Driver>>) -> Option<Arc<Driver>> {
-    CURRENT.with(|c| std::mem::replace(&mut *c.borrow_mut(), driver))
+    let ptr = driver
+        .as_deref()
+        .map_or(std::ptr::null(), |d| d as *const Driver);
+    CURRENT_PTR.with(|c| c.set(ptr));
+    CURRENT.with(|c| std::mem::replace(&mut *c.0.borrow_mut(), driver))
 }

@@ -78,11 +78,12 @@
 //!
 //! # Model
 //!
-//! A [`Sleep`] (32 bytes) is a deadline and, once polled, a *registration*: the base it is filed
+//! A [`Sleep`] (40 bytes) is a deadline and, once polled, a *registration*: the base it is filed
 //! on, a cell index, and the slot and generation of the base's [`crate::Handle`] (the base
 //! rebuilds the rest of the handle); the cell's state word holds the arming number `seq`. The
-//! deadline is kept exactly, as seconds and nanoseconds from a process-wide anchor instant, so
-//! that [`Sleep::deadline`] gives back the very instant it was given. The base's payload is
+//! deadline is kept exactly, as the `Instant` given, so that [`Sleep::deadline`] gives it back;
+//! a reset to a later deadline stores only that and a flag, and the poll that the filed
+//! arming's fire wakes files the sleep again (see `sleep`). The base's payload is
 //! a `u64` naming `(cell, seq)`; the cell (24 bytes: one atomic word, its state beside the waker
 //! handshake, and a waker slot; in a chunked per-base table that never shrinks or moves) is what
 //! the sleeping task and the firing thread share (its protocol, free of tokio so the model
@@ -116,7 +117,8 @@
 //!
 //! # Invariants
 //! - Never early: a sleep is ready only when its cell says FIRED for its own `seq`, which only
-//!   the delivery of that arming (after the base's never-early fire) sets.
+//!   the delivery of that arming (after the base's never-early fire) sets, and no later
+//!   deadline was stored since that arming was filed (else only once the clock reads it).
 //! - No leak: a cell is freed by whichever side lets go last (the sleep on drop, the arming on
 //!   delivery or a winning cancel); both sides' releases are one atomic update of the same word,
 //!   so exactly one of them sees "nobody holds it". Cells freed off the owner's thread go to a
