@@ -13,6 +13,10 @@
 //! - A sleep pushed later while filed is woken once at each deadline it was filed at and then
 //!   pushed past (a poll that finds it not yet due and files it again), where tokio moves its
 //!   entry inside the driver without a wake; in exchange a push costs no atomic operation.
+//! - Until the poll files it again, the base knows only the old deadline: a task woken at it
+//!   that does not poll the sleep then (a disabled `select!` branch) is not woken again at the
+//!   new one, as tokio's driver would wake it; [`Sleep::is_elapsed`] reads the clock for such a
+//!   sleep, so it turns true at the new deadline as tokio's does.
 //! - 8 bytes more than a deadline packed in 12 would take (the `Instant` is 16 with padding),
 //!   which made every reset pay an `Instant` subtraction.
 
@@ -175,8 +179,10 @@ impl Sleep {
     /// True once the timer has fired (false again after a [`Sleep::reset`]).
     pub fn is_elapsed(&self) -> bool {
         self.flags & DONE_UNFILED != 0
-            || (self.flags & LATER == 0
-                && (self.driver.as_deref()).is_some_and(|d| self.filed.cell(d).is_fired()))
+            || ((self.driver.as_deref()).is_some_and(|d| self.filed.cell(d).is_fired())
+                // Pushed later since the arming that fired was filed: elapsed once the clock
+                // reached the deadline, as a poll would find (the deadline is past the fire).
+                && (self.flags & LATER == 0 || Instant::now() >= self.deadline))
     }
 
     /// Moves the deadline, in place: no allocation, and no atomic read-modify-write besides,
