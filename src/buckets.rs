@@ -12,7 +12,10 @@
 //!
 //! Lists are named by a [`Bucket`]: `level * 64 + slot` for wheel buckets, then two special
 //! lists, `due` (expiry reached, handed out before anything else) and `overflow` (beyond the top
-//! level).
+//! level). The ids after `overflow` name Exact mode's batch positions, each the list of one timer
+//! (`batches.rs`, owned here too: an unlink tells a position from a list by its id and `len`
+//! counts both); the first occupied slot of level 0 counts the run's ticks, that of level 1 the
+//! waiting batches.
 //!
 //! The wheel asks "is this list empty" and "which bucket is frozen" several times per timer it
 //! fires; with the bits kept here, each answer is one word, not a look at a bucket's chain heads
@@ -28,6 +31,7 @@
 //! The bound is not raised when the earliest overflow timer leaves (that would need a walk); the
 //! wheel's next sweep recomputes it.
 
+use crate::batches::Batches;
 use crate::geometry::{MAX_LEVELS, SLOT_BITS, SLOT_MASK, SLOTS};
 use crate::lists::{Detached, Links, Lists};
 
@@ -104,6 +108,9 @@ pub(crate) struct Buckets {
     overflow_occupied: bool,
     /// At most every expiry on the overflow list; meaningful only while that list is non-empty.
     overflow_bound: u64,
+    /// Exact mode: level 1's timers filed by cascades, and the run (`batches.rs`); their list
+    /// ids follow `overflow`.
+    pub(crate) batches: Batches,
 }
 
 impl Buckets {
@@ -120,6 +127,7 @@ impl Buckets {
             due_occupied: false,
             overflow_occupied: false,
             overflow_bound: u64::MAX,
+            batches: Batches::new(overflow_bucket(levels) + 1),
         }
     }
 
@@ -204,10 +212,10 @@ impl Buckets {
     /// Takes a linked timer off its list for good; returns the bucket it was on.
     #[inline]
     pub(crate) fn remove(&mut self, links: &mut impl Links, index: u32) -> Bucket {
-        let (bucket, now_empty) = self.lists.unlink(links, index);
-        self.unlinked(bucket, now_empty);
+        let fields = links.unlink_fields(index);
+        self.unlink_known(links, index, fields);
         self.len -= 1;
-        bucket
+        fields.2
     }
 
     /// [`remove`](Self::remove) of a timer whose links the caller read (and whose entry it has
@@ -219,8 +227,7 @@ impl Buckets {
         index: u32,
         fields: (u32, u32, Bucket),
     ) {
-        let now_empty = self.lists.unlink_known(links, index, fields);
-        self.unlinked(fields.2, now_empty);
+        self.unlink_known(links, index, fields);
         self.len -= 1;
     }
 
@@ -233,8 +240,8 @@ impl Buckets {
         bucket: Bucket,
         expiry: u64,
     ) {
-        let (old, now_empty) = self.lists.unlink(links, index);
-        self.unlinked(old, now_empty);
+        let fields = links.unlink_fields(index);
+        self.unlink_known(links, index, fields);
         self.link_detached(links, bucket, index, expiry);
     }
 
@@ -251,8 +258,7 @@ impl Buckets {
         expiry: u64,
     ) {
         debug_assert_ne!(old.2, bucket, "a move within a list sets the expiry only");
-        let now_empty = self.lists.unlink_known(links, index, old);
-        self.unlinked(old.2, now_empty);
+        self.unlink_known(links, index, old);
         self.lists.pushed_front(links, bucket, index, head);
         self.linked(bucket, expiry);
     }
@@ -306,6 +312,19 @@ impl Buckets {
         self.len -= 1;
     }
 
+    /// Takes a timer whose `next`, `prev` and `list` are `fields` off its list or out of its
+    /// batch position, without touching its entry; `len` is the caller's.
+    #[inline(always)]
+    fn unlink_known(&mut self, links: &mut impl Links, index: u32, fields: (u32, u32, Bucket)) {
+        let list = fields.2;
+        if self.batches.holds(list) {
+            self.batches.unlink(list);
+            return;
+        }
+        let now_empty = self.lists.unlink_known(links, index, fields);
+        self.unlinked(list, now_empty);
+    }
+
     /// Forgets every timer; the caller forgets their entries.
     pub(crate) fn clear(&mut self) {
         self.lists.clear();
@@ -316,6 +335,7 @@ impl Buckets {
         self.due_occupied = false;
         self.overflow_occupied = false;
         self.overflow_bound = u64::MAX;
+        self.batches.clear();
     }
 
     /// A timer with `expiry` joined `bucket`.
@@ -396,11 +416,18 @@ impl Buckets {
 
     /// The lowest level with an occupied bucket, and the first occupied slot at or after `from`
     /// on it (no wrap: Exact keeps every slot at or after the clock's digit).
+    /// The run's ticks count as level 0's slots, the waiting batches as level 1's.
     pub(crate) fn first_occupied(&self, from: impl Fn(usize) -> usize) -> Option<(usize, usize)> {
-        let (level, &bits) = self.occupied[..self.levels]
-            .iter()
-            .enumerate()
-            .find(|(_, bits)| **bits != 0)?;
+        let (level, bits) = (0..self.levels)
+            .map(|level| {
+                let batched = match level {
+                    0 => self.batches.run_ticks(),
+                    1 => self.batches.waiting(),
+                    _ => 0,
+                };
+                (level, self.occupied[level] | batched)
+            })
+            .find(|&(_, bits)| bits != 0)?;
         let first = from(level);
         debug_assert_eq!(
             bits & (slot_bit(first) - 1),
@@ -443,13 +470,20 @@ impl Buckets {
         ))
     }
 
-    /// Marks an occupied wheel bucket as reached.
+    /// Marks a wheel bucket as reached, and on level 0 the run's timers of the same tick; one
+    /// of the two holds timers.
     #[inline]
     pub(crate) fn freeze(&mut self, bucket: Bucket) {
         let (level, slot) = level_and_slot(bucket);
-        debug_assert!(self.occupied[level] & slot_bit(slot) != 0, "freeze empty");
-        self.frozen[level] |= slot_bit(slot);
-        self.frozen_levels |= 1 << level;
+        if level == 0 {
+            self.batches.freeze(slot);
+        }
+        if self.occupied[level] & slot_bit(slot) != 0 {
+            self.frozen[level] |= slot_bit(slot);
+            self.frozen_levels |= 1 << level;
+        } else {
+            debug_assert!(self.batches.frozen_at(slot), "freeze empty");
+        }
     }
 
     /// Freezes every occupied bucket among `count` slots of `level` from `first` (wrapping).
@@ -472,6 +506,7 @@ impl Buckets {
     #[cfg(any(test, feature = "test-hooks"))]
     /// Panics unless every bitmap bit agrees with its list. O(buckets).
     pub(crate) fn check_bitmaps(&self) {
+        self.batches.check();
         assert_eq!(
             self.due_occupied,
             !self.lists.is_empty(self.due()),

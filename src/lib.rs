@@ -17,8 +17,10 @@
 //!
 //! 64 slots a level, each level 64x coarser. A timer goes on the level of the highest 6-bit digit
 //! in which its deadline differs from the clock; when the clock reaches the start of a slot on a
-//! higher level, the slot's timers cascade down, at most `levels - 1` times each. A timer fires in
-//! the first poll whose `now` reaches its deadline, and timers leave a drain in non-decreasing
+//! higher level, the slot's timers cascade down, at most `levels - 1` times each. The timers a
+//! cascade files on level 1 are kept by tick in an array per slot, so that when that slot comes
+//! due they are handed out from the array tick by tick, without the last cascade into level 0's
+//! lists. A timer fires in the first poll whose `now` reaches its deadline, and timers leave a drain in non-decreasing
 //! deadline order. A reset to a later deadline, the keepalive refresh, only rewrites the expiry:
 //! the timer stays in its slot and is placed again when that slot comes due, as tokio's driver
 //! does. Given up: cascading (and that re-placing) costs work on long timers that do expire, and
@@ -109,6 +111,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod batches;
 mod buckets;
 mod builder;
 mod geometry;

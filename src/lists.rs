@@ -13,9 +13,10 @@
 //! pays depends on how full a bucket is when it is walked, so the wheel picks it by mode
 //! ([`chains_for`]): eight for Coarse, whose buckets each hold a window of `8^n` ticks (at 10^6
 //! timers, 10^4 to 10^5 a bucket; eight fire them 20-30% faster than four, sixteen are slower
-//! again); four for Exact, whose timers all end in level-0 buckets of one tick each, a few timers
-//! a bucket, where eight made each pop probe more empty chains (Exact firing at 10^6 was 25%
-//! slower). The cost is [`MAX_CHAINS`] heads a bucket (32 bytes, one array per bucket, so a
+//! again); four for Exact, whose level-0 buckets hold one tick each, a few timers a bucket, where
+//! eight made each pop probe more empty chains (Exact firing at 10^6 was 25% slower; measured
+//! before the timers a cascade files on level 1 were handed out from arrays, `batches.rs`,
+//! instead of level-0 buckets). The cost is [`MAX_CHAINS`] heads a bucket (32 bytes, one array per bucket, so a
 //! chain's head is found with one bounds check; chains past `chains` stay empty), and a look at
 //! all of them when an unlink or a pop empties a chain, to tell whether the bucket is now empty.
 //!
@@ -205,8 +206,8 @@ impl Lists {
     }
 
     /// Takes the linked entry `index` off its chain; returns its list and whether that list
-    /// became empty.
-    #[inline(always)]
+    /// became empty. (The wheel reads the fields itself, to tell a run position from a list.)
+    #[cfg(test)]
     pub(crate) fn unlink(&mut self, links: &mut impl Links, index: u32) -> (u32, bool) {
         let (next, prev, list) = links.unlink_fields(index);
         (list, self.unlink_known(links, index, (next, prev, list)))

@@ -5,16 +5,23 @@
 //! ## Model
 //! `clock` is the last tick the wheel has been advanced to. Every linked timer is on exactly one
 //! list: a wheel bucket (`level * 64 + slot`), `DUE` (expiry already reached), or `OVERFLOW`
-//! (beyond the top level). `buckets.rs` owns the lists and their summaries (per level, one `u64`
-//! of non-empty buckets and one of frozen ones); this file only says where a timer goes and when
-//! a bucket is due. A timer is an index into the caller's storage, which keeps its [`Links`].
+//! (beyond the top level), or, in Exact mode, in a batch position (`batches.rs`): a level-1
+//! slot's array of the timers cascades filed there, by tick, or the *run*, the batch of the
+//! level-1 slot that came due last. `buckets.rs` owns the lists, the batches and their summaries
+//! (per level, one `u64` of non-empty buckets and one of frozen ones); this file only says where
+//! a timer goes and when a bucket is due. A timer is an index into the caller's storage, which
+//! keeps its [`Links`].
 //!
 //! A bucket whose expiry the clock has reached is *frozen*: its timers are handed out one by one
 //! straight from its list, so firing touches each timer once. `poll(now)` pops `DUE`, then a
 //! frozen bucket, and otherwise moves the clock:
 //! - Exact goes event by event, in time order: the earliest occupied slot is frozen (level 0) or
 //!   cascaded (higher levels), the overflow list swept at the start of its top-level block, and
-//!   `clock` set to each event's tick. This keeps the drain in expiry order.
+//!   `clock` set to each event's tick. This keeps the drain in expiry order. A cascade from level
+//!   2 or above files the timers that land on level 1 in their slot's batch; the cascade of a
+//!   level-1 slot makes its batch the run and adds the timers of the slot's list to it, so a
+//!   level-1 slot's timers go into no level-0 list. Level 0's slots are then its buckets and the
+//!   run's ticks together: freezing slot `d` freezes both, and the bucket is handed out first.
 //! - Coarse has no order to keep, so the first poll of a drain sets `clock = now` before handing
 //!   out anything, freezes every bucket whose expiry is `<= now` on every level, and sweeps the
 //!   overflow list if it is near. A timer linked during the drain with a deadline `<= now` is then
@@ -31,7 +38,10 @@
 //! - Exact: a slot on level `n` shares every digit above `n` with `clock`, its index is not below
 //!   clock's digit `n`, and its timers expire at or after its start. So the lowest non-empty level
 //!   holds the earliest event, and timers leave a drain in non-decreasing expiry order. Each
-//!   cascade lowers a level: at most `levels - 1` per placement.
+//!   cascade lowers a level: at most `levels - 1` per placement. A batch is a level-1 slot (its
+//!   timers expire at or after its start plus the tick each was filed for) and the run is level
+//!   0 (its window is the clock's level-0 window); the run has timers only inside that window, so
+//!   it has been handed out before any slot above level 1 comes due.
 //! - Coarse: no cascading; a timer moves only when it is relinked or when the bucket a later
 //!   expiry deferred it in comes due. On level `n` the occupied bucket `i` stands for the unique
 //!   granule `g` in `[ceil(clock / 8^n), ceil(clock / 8^n) + 63]` with `g % 64 == i`; placement
@@ -39,7 +49,8 @@
 //! - Later expiries (both modes): an expiry that rises while the timer is linked leaves the timer
 //!   where it is, so a bucket's timers expire at or after its tick, never before. When the bucket
 //!   comes due, a timer whose expiry is still ahead of the clock is placed again instead of
-//!   handed out.
+//!   handed out. A batched timer's expiry is read again only when the tick it was filed for comes
+//!   due in the run (not when its batch becomes the run).
 //! - A frozen bucket's tick is `<= clock` and it is not in any window; its timers are due or
 //!   deferred. In Coarse mode a new timer whose bucket index collides with a frozen bucket thaws
 //!   it first: due timers go to `DUE`, deferred ones are placed again.
@@ -69,9 +80,10 @@
 //!   next sweep; the sweep that finds nothing costs one walk of the overflow list.
 //! - A sweep walks the whole overflow list. It is meant for rare, very long timers.
 
-use crate::buckets::{Bucket, Buckets, due_bucket, overflow_bucket, wheel_bucket};
+use crate::batches::Place;
+use crate::buckets::{Bucket, Buckets, due_bucket, level_and_slot, overflow_bucket, wheel_bucket};
 use crate::geometry::{
-    SLOTS, coarse_slot_tick, granularity_shift, granules_ceil, granules_ceil_positive,
+    SLOT_BITS, SLOTS, coarse_slot_tick, granularity_shift, granules_ceil, granules_ceil_positive,
     granules_to_tick, level_for, level_for_delay, level_span_ticks, round_up, slot_for,
     slot_of_granule, slot_start, top_block_start,
 };
@@ -250,6 +262,25 @@ impl RawWheel {
         expiry
     }
 
+    /// Exact mode: defers a timer in a batch (`batches.rs`) whose expiry rises to `expiry`: only
+    /// the expiry is rewritten, as for a timer in a wheel bucket, since the wheel reads it again
+    /// at the tick the timer was filed for, which is no later than its old expiry. `false`, and
+    /// nothing done, for a timer elsewhere or an expiry that falls.
+    #[inline]
+    pub(crate) fn defer_batched<L: Links>(
+        &mut self,
+        links: &mut L,
+        index: u32,
+        expiry: u64,
+    ) -> bool {
+        if !self.buckets.batches.holds(links.list(index)) || expiry < links.expiry(index) {
+            return false;
+        }
+        links.set_expiry(index, expiry);
+        self.stats.resets_deferred += 1;
+        true
+    }
+
     /// [`move_to`](Self::move_to) in two halves, for storage that rewrites the entry itself, as
     /// an insert does (see [`front`](Self::front)): `prepare_move` thaws `bucket` if need be and
     /// names the entry the timer goes in front of there; the storage reads the entry's old
@@ -353,10 +384,14 @@ impl RawWheel {
             let (due, _) = self.buckets.take_front_occupied(links, self.buckets.due());
             return Take::Out(self.hand_out(due));
         }
-        let Some(bucket) = self.buckets.first_frozen() else {
+        let (index, expiry) = if let Some(bucket) = self.buckets.first_frozen() {
+            self.buckets.take_front_occupied(links, bucket)
+        } else if let Some(index) = self.buckets.batches.take() {
+            // Exact: the run's timers of this tick, after those linked into its bucket.
+            (index, links.expiry(index))
+        } else {
             return Take::Empty;
         };
-        let (index, expiry) = self.buckets.take_front_occupied(links, bucket);
         if expiry > self.clock {
             // Pushed later after it was placed.
             self.place_again(links, index, expiry);
@@ -372,6 +407,14 @@ impl RawWheel {
     /// the overflow list (whose bound a move keeps).
     pub fn bucket_tick<L: Links>(&self, links: &L, index: u32) -> Option<u64> {
         let bucket = links.list(index);
+        if self.buckets.batches.holds(bucket) {
+            // Read when the tick it was filed for comes due.
+            return Some(match self.buckets.batches.place(bucket) {
+                Place::Run { tick } if self.buckets.batches.frozen_at(tick) => self.clock,
+                Place::Run { tick } => slot_start(self.clock, 0, tick),
+                Place::Waiting { slot, tick } => slot_start(self.clock, 1, slot) + tick as u64,
+            });
+        }
         if !self.buckets.is_wheel(bucket) {
             return None;
         }
@@ -389,7 +432,10 @@ impl RawWheel {
     /// clock, whichever is later; `None` if nothing is linked. O(levels). See
     /// [`Wheel::next_expiry`](crate::Wheel::next_expiry).
     pub fn next_expiry(&self) -> Option<u64> {
-        if self.buckets.has_due() || self.buckets.first_frozen().is_some() {
+        if self.buckets.has_due()
+            || self.buckets.first_frozen().is_some()
+            || self.buckets.batches.frozen()
+        {
             return Some(self.clock);
         }
         // The overflow list's sweep, not its bound: the sweep reads each timer's expiry, and one
@@ -617,13 +663,27 @@ impl RawWheel {
     }
 
     /// Exact mode: re-places every timer of a slot relative to the clock (the slot's start).
+    /// One that lands on level 1 is filed in that slot's batch (`batches.rs`).
     fn cascade<L: Links>(&mut self, links: &mut L, bucket: Bucket) {
+        if level_and_slot(bucket).0 == 1 {
+            return self.collect(links, bucket);
+        }
+        // A run's window ends before any slot above level 1 comes due.
+        self.buckets.batches.end_run();
         let mut detached = self.buckets.take(bucket);
         let mut moved = 0;
         while let Some((index, expiry)) = Buckets::next_detached(links, &mut detached) {
             // Down a level at least, unless the expiry rose past this slot. Nearly always to a
             // wheel bucket: that case goes straight there.
             match exact_slot(self.levels, self.clock, expiry) {
+                Some((1, slot))
+                    if expiry > self.clock
+                        && self.buckets.batches.file(
+                            links,
+                            index,
+                            (slot, slot_for(expiry, 0)),
+                            expiry,
+                        ) => {}
                 Some((level, slot)) if expiry > self.clock => {
                     self.buckets.link_wheel(links, (level, slot), index, expiry);
                 }
@@ -631,6 +691,31 @@ impl RawWheel {
                     let (to, placed) = self.place(expiry);
                     self.buckets.link_detached(links, to, index, placed);
                 }
+            }
+            moved += 1;
+        }
+        self.stats.cascades += moved;
+    }
+
+    /// Exact mode: the cascade of a level-1 slot, whose start the clock has reached. Its batch
+    /// becomes the run, and the timers linked into its list join the run by tick rather than
+    /// the level-0 buckets of the window the clock entered (which are empty: every earlier event
+    /// has been handled). A timer whose expiry rose past the window, or one the run has no room
+    /// for, is placed as a cascade places it.
+    fn collect<L: Links>(&mut self, links: &mut L, bucket: Bucket) {
+        let mut detached = self.buckets.take(bucket);
+        let mut moved = self.buckets.batches.begin_run(level_and_slot(bucket).1);
+        let window = self.clock >> SLOT_BITS;
+        while let Some((index, expiry)) = Buckets::next_detached(links, &mut detached) {
+            let in_run = expiry > self.clock
+                && expiry >> SLOT_BITS == window
+                && self
+                    .buckets
+                    .batches
+                    .link_run(links, index, slot_for(expiry, 0), expiry);
+            if !in_run {
+                let (to, placed) = self.place(expiry);
+                self.buckets.link_detached(links, to, index, placed);
             }
             moved += 1;
         }
@@ -681,6 +766,36 @@ impl RawWheel {
                     self.check_placement(bucket, expiry);
                 }
             }
+        }
+        for (bucket, index, place) in self.buckets.batches.members() {
+            seen += 1;
+            assert_eq!(self.mode, Mode::Exact, "batches in Coarse mode");
+            assert_eq!(
+                links.list(index),
+                bucket,
+                "entry {index} records its position"
+            );
+            let expiry = links.expiry(index);
+            let tick = match place {
+                Place::Run { tick } if self.buckets.batches.frozen_at(tick) => continue,
+                Place::Run { tick } => slot_start(self.clock, 0, tick),
+                Place::Waiting { slot, tick } => {
+                    assert!(
+                        slot > slot_for(self.clock, 1),
+                        "batch {slot} behind the clock"
+                    );
+                    slot_start(self.clock, 1, slot) + tick as u64
+                }
+            };
+            assert!(
+                tick > self.clock,
+                "{place:?} behind the clock {}",
+                self.clock
+            );
+            assert!(
+                expiry >= tick,
+                "{place:?}: timer at {expiry} filed for {tick}"
+            );
         }
         assert_eq!(
             seen,

@@ -210,7 +210,8 @@ impl<T> Wheel<T> {
             if mode == Mode::Exact && deadline >= old_expiry && is_wheel_bucket(old_bucket, levels) {
                 // The same deferral as below; an Exact expiry is the deadline itself, so there is
                 // nothing to compute (a deadline past the top level goes to the overflow list when
-                // the timer is placed again). On a wheel bucket, no overflow bound to keep.
+                // the timer is placed again). On a wheel bucket, no overflow bound to keep. (In a
+                // batch, `move_timer` defers it.)
                 *timer_expiry = deadline;
                 stats.resets_deferred += 1;
                 return true;
@@ -430,7 +431,8 @@ impl<T> Wheel<T> {
 
 /// The move of [`Wheel::reset`]: the entry is looked up once more, read and rewritten in one
 /// go, and the wheel joins its old neighbours and its new one. Out of line, so that the
-/// deferral, the keepalive refresh, stays small enough to inline into the caller.
+/// deferral, the keepalive refresh, stays small enough to inline into the caller. An Exact timer
+/// in a batch whose expiry rises is deferred here instead (checked here, off that path).
 #[inline(never)]
 fn move_timer<T, S: Store<T>>(
     raw: &mut RawWheel,
@@ -439,6 +441,9 @@ fn move_timer<T, S: Store<T>>(
     bucket: u32,
     expiry: u64,
 ) {
+    if raw.defer_batched(slab, index, expiry) {
+        return;
+    }
     let head = raw.prepare_move(slab, index, bucket);
     let old = slab.move_head(index, (head, bucket, expiry));
     raw.moved(slab, index, old, (bucket, head), expiry);

@@ -494,3 +494,102 @@ fn bounded_exact_matches_model() {
 fn bounded_coarse_matches_model() {
     run(Mode::Coarse, true, 500_000);
 }
+
+/// Exact: level-1 slots full of timers, filed there by the cascade of a level-2 slot and linked
+/// there directly, each handed out tick by tick while its timers are cancelled, reset (earlier,
+/// later, within the tick being handed out, past the window, into the past) and joined by new
+/// ones, against a model of exact expiries: every timer fires in the one-tick poll that reaches
+/// its expiry, in expiry order, and nothing else does.
+#[test]
+fn exact_level_one_slots_handed_out_under_cancels_and_resets() {
+    for seed in 0..24u64 {
+        let mut rng = Rng(0x1e7e_0000 + seed);
+        let builder = Wheel::builder(Mode::Exact);
+        let mut wheel = if seed % 2 == 1 {
+            builder.capacity(4_000).build().unwrap()
+        } else {
+            builder.build().unwrap()
+        };
+        let mut model: HashMap<TimerId, (u64, u64)> = HashMap::new();
+        let mut value = 0u64;
+        let mut insert = |wheel: &mut Wheel<u64>, model: &mut HashMap<_, _>, deadline: u64| {
+            value += 1;
+            if let Ok(id) = wheel.insert(deadline, value) {
+                let expiry = wheel.expiry(id).unwrap();
+                assert_eq!(expiry, deadline.max(wheel.now()));
+                model.insert(id, (expiry, value));
+            }
+        };
+        // From clock 0, deadlines in level-2 slot 1: cascaded at 4096 into level 1's batches.
+        for _ in 0..1_500 {
+            let deadline = 4_096 + rng.below(4_096);
+            insert(&mut wheel, &mut model, deadline);
+        }
+        let pick = |rng: &mut Rng, model: &HashMap<TimerId, (u64, u64)>| {
+            let n = model.len() as u64;
+            (n > 0).then(|| *model.keys().nth(rng.below(n) as usize).unwrap())
+        };
+        for now in 4_000..8_400u64 {
+            // Now and then, timers linked into a level-1 slot's list directly.
+            if rng.chance(10) {
+                let deadline = now + 64 + rng.below(1_000);
+                insert(&mut wheel, &mut model, deadline);
+            }
+            let mut last = 0;
+            while let Some((id, v)) = wheel.poll(now) {
+                let (expiry, value) = model.remove(&id).expect("fired a pending timer");
+                assert_eq!(v, value);
+                assert!(
+                    expiry <= now,
+                    "seed {seed}: early, expiry {expiry} at {now}"
+                );
+                assert!(expiry >= last, "seed {seed}: Exact order");
+                last = expiry;
+                // Meddle with the slot being handed out, and the ones after it.
+                for _ in 0..rng.below(3) {
+                    let Some(victim) = pick(&mut rng, &model) else {
+                        break;
+                    };
+                    match rng.below(6) {
+                        0 | 1 => {
+                            let (_, value) = model.remove(&victim).unwrap();
+                            assert_eq!(wheel.cancel(victim), Some(value));
+                        }
+                        kind => {
+                            let deadline = match kind {
+                                2 => now.saturating_sub(rng.below(3)),
+                                3 => now + rng.below(64),
+                                4 => now + rng.below(200),
+                                _ => now + 64 * (1 + rng.below(100)),
+                            };
+                            assert!(wheel.reset(victim, deadline));
+                            let expiry = deadline.max(now);
+                            assert_eq!(wheel.expiry(victim), Some(expiry));
+                            model.get_mut(&victim).unwrap().0 = expiry;
+                        }
+                    }
+                }
+                if rng.chance(30) {
+                    let deadline = now - 1 + rng.below(70);
+                    insert(&mut wheel, &mut model, deadline);
+                }
+            }
+            assert_eq!(wheel.now(), now);
+            if let Some((id, (expiry, _))) = model.iter().find(|(_, (e, _))| *e <= now) {
+                panic!("seed {seed}: {id:?} with expiry {expiry} missed at {now}");
+            }
+            let earliest = model.values().map(|(e, _)| *e).min();
+            match (wheel.next_expiry(), earliest) {
+                (Some(next), Some(earliest)) => assert!(now < next && next <= earliest),
+                (next, earliest) => assert_eq!(next.is_some(), earliest.is_some()),
+            }
+            assert_eq!(wheel.len(), model.len());
+            if now % 16 == 0 {
+                wheel.check_invariants();
+            }
+        }
+        let left = model.len();
+        assert_eq!(wheel.drain(u64::MAX).count(), left, "seed {seed}");
+        assert!(wheel.is_empty());
+    }
+}
