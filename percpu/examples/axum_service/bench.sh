@@ -103,7 +103,7 @@ for timer in $TIMERS; do
     done
 done
 echo
-echo "| conns | req/s median, each timer / $first |"
+echo "| conns | req/s median, $first / each timer |"
 echo "|---:|---|"
 for c in $CONNS; do
     line=""
@@ -111,7 +111,7 @@ for c in $CONNS; do
     for timer in $TIMERS; do
         [ "$timer" = "$first" ] && continue
         m=$(awk -v t="$timer" -v c="$c" '$1 == t && $2 == c { print $3 }' "$rows" | med | cut -d' ' -f1)
-        line="$line$first/$timer $(awk -v a="$base" -v b="$m" 'BEGIN { printf "%.2fx", a / b }'); "
+        line="$line${line:+; }$first/$timer $(awk -v a="$base" -v b="$m" 'BEGIN { printf "%.2fx", a / b }')"
     done
     echo "| $c | $line |"
 done
