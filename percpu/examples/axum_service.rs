@@ -538,11 +538,12 @@ fn main() -> ExitCode {
     let ready = |addr| {
         eprintln!(
             "serving on http://{addr} with {} worker(s), {} timer; handler limit {:?}, \
-             keep-alive {:?}; SIGINT or SIGTERM stops",
+             keep-alive {:?}; SIGINT or SIGTERM stops{}",
             o.workers,
             o.timer.name(),
             o.limit,
-            o.keep_alive
+            o.keep_alive,
+            common::build_note()
         )
     };
     match run(&o, ready) {

@@ -1,6 +1,5 @@
 //! The test clock: `pause`, `advance`, `resume`, on the fallback and on `Timers`. Each runtime has
 //! a clock of its own, so these tests run in parallel.
-#![cfg(feature = "test-util")]
 
 use std::sync::Arc;
 use std::sync::Mutex;

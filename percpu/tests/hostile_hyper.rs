@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use hyper::rt::Timer;
-use tickwheel_percpu::time::{self, HyperTimer};
+use tickwheel_percpu::time::HyperTimer;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -57,10 +57,12 @@ fn foreign_and_past_resets() {
     });
 }
 
+#[cfg(feature = "test-util")]
 #[test]
 fn hyper_deadlines_follow_the_test_clock() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     rt().block_on(async {
+        use tickwheel_percpu::time;
         time::pause();
         time::advance(Duration::from_secs(3600)).await;
         let timer = HyperTimer::new();

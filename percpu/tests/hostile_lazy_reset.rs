@@ -490,6 +490,7 @@ fn interval_resets_in_real_time() {
 // ---------------------------------------------------------------------------------------------
 // Side by side with tokio on the paused clock: the same script, the same lines.
 
+#[cfg(feature = "test-util")]
 macro_rules! paused_scripts {
     ($module:ident, $($time:ident)::+) => {
         mod $module {

@@ -2,7 +2,6 @@
 //! zero, two runtimes on two threads pausing and advancing at once, a timeout and a skipping
 //! interval on the paused clock, and `resume` into real time. Each runtime has a clock of its
 //! own, so these tests run in parallel.
-#![cfg(feature = "test-util")]
 
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Instant as StdInstant;

@@ -58,6 +58,11 @@ serve() { # serve TIMER REP
         (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
         sleep 0.1
     done
+    if grep -q "built with test-util" "/tmp/axum_service.$timer.out"; then
+        echo "bench.sh: axum_service was built with the test-util feature (every sleep looks for a paused tokio clock); build it without" >&2
+        kill "$pid"
+        exit 2
+    fi
     for c in $CONNS; do
         before=$(cpu_ticks "$pid")
         out=$(wrk -t2 -c"$c" -d"${SECS}s" --latency "http://$ADDR/")

@@ -60,6 +60,18 @@ pub(crate) fn percentiles<T: Copy + Ord>(samples: &[T]) -> Option<[T; 3]> {
     Some([at(50), at(99), sorted[last]])
 }
 
+/// What the serving banner says of the build: `test-util` makes every sleep's first poll read the
+/// clock three times (to find a paused tokio clock), a cost no production build has, so a load
+/// run against such a build measures the test clock. `examples/axum_service/bench.sh` refuses it.
+#[allow(dead_code, reason = "the keep-alive server files no sleeps")]
+pub(crate) fn build_note() -> &'static str {
+    if cfg!(feature = "test-util") {
+        "; built with test-util (not for load runs)"
+    } else {
+        ""
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -309,12 +309,13 @@ fn main() -> ExitCode {
             }
         };
         eprintln!(
-            "serving on http://{} with {} core(s), {} timer; idle {:?}, header read {:?}",
+            "serving on http://{} with {} core(s), {} timer; idle {:?}, header read {:?}{}",
             server.addr,
             o.cores,
             which.name(),
             o.idle,
-            o.header
+            o.header,
+            common::build_note()
         );
         for t in server.threads {
             let _ = t.join();
