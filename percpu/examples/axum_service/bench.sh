@@ -54,8 +54,9 @@ serve() { # serve TIMER REP
     "$BIN/axum_service" --listen "$ADDR" --workers "$WORKERS" --timer "$timer" \
         --keepalive-ms "$KEEPALIVE_MS" >"/tmp/axum_service.$timer.out" 2>&1 &
     pid=$!
+    # Its banner comes after the socket is bound: wait for the banner, which says how it was built.
     for _ in $(seq 50); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
+        grep -q "^serving on" "/tmp/axum_service.$timer.out" 2>/dev/null && break
         sleep 0.1
     done
     if grep -q "built with test-util" "/tmp/axum_service.$timer.out"; then
