@@ -86,6 +86,11 @@ impl Workload {
 
     /// Runs this workload once on a fresh structure from `make`.
     pub fn run<Q: Timers>(self, make: impl Fn() -> Q, n: usize, seed: u64) -> Outcome {
+        let make = || {
+            let mut q = make();
+            q.prepare(n);
+            q
+        };
         match self {
             Workload::Insert => insert(make(), n, seed),
             Workload::Cancel => cancel(make(), n, seed),
@@ -357,7 +362,7 @@ mod tests {
     fn every_structure_agrees_on_every_workload() {
         for w in Workload::ALL {
             let mut sums = Vec::new();
-            for kind in Kind::ALL {
+            for &kind in Kind::ALL {
                 let out = with_timers!(kind, |make| w.run(make, 2_000, 9));
                 sums.push((kind, out.checksum));
             }

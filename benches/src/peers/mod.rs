@@ -10,12 +10,16 @@ mod delay_queue;
 mod heap;
 mod kompact;
 mod tick;
+#[cfg(timeout_c)]
+mod timeout_c;
 
 pub use btree::BTreeTimers;
 pub use delay_queue::TokioDelayQueue;
 pub use heap::LazyHeap;
 pub use kompact::KompactWheel;
 pub use tick::TickWheel;
+#[cfg(timeout_c)]
+pub use timeout_c::TimeoutC;
 
 pub use crate::calendar::CalendarQueue;
 
@@ -45,6 +49,13 @@ pub trait Timers {
     /// `true` when no timer is armed.
     fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Readies the structure for `n` timers before any clock starts, where its users would have
+    /// done so already: C's `timeout.c` initialises the nodes its caller's objects hold (they exist
+    /// before their timers). The others allocate as they arm, and do nothing here.
+    fn prepare(&mut self, n: usize) {
+        let _ = n;
     }
 
     /// Runs `f` with whatever ambient context the structure needs (tokio's runtime for
@@ -78,11 +89,14 @@ pub enum Kind {
     DelayQueue,
     /// `hierarchical_hash_wheel_timer`'s cancellable four-level wheel (Kompact).
     Kompact,
+    /// C's `timeout.c`, its nodes in one array; only in [`Kind::ALL`] when built with
+    /// `TICKWHEEL_TIMEOUT_C` (see `build.rs`).
+    TimeoutC,
 }
 
 impl Kind {
-    /// Every structure, table order.
-    pub const ALL: [Kind; 9] = [
+    /// Every structure this build has, table order.
+    pub const ALL: &'static [Kind] = &[
         Kind::TickExact,
         Kind::TickCoarse,
         Kind::TickExactBounded,
@@ -92,6 +106,8 @@ impl Kind {
         Kind::Calendar,
         Kind::DelayQueue,
         Kind::Kompact,
+        #[cfg(timeout_c)]
+        Kind::TimeoutC,
     ];
 
     /// Short stable name used in tables, CSV files and on the command line.
@@ -106,12 +122,13 @@ impl Kind {
             Kind::Calendar => "calendar",
             Kind::DelayQueue => "delayqueue",
             Kind::Kompact => "kompact-wheel",
+            Kind::TimeoutC => "timeout-c",
         }
     }
 
     /// The kind named `name`, as printed by [`Kind::name`].
     pub fn from_name(name: &str) -> Option<Kind> {
-        Kind::ALL.into_iter().find(|k| k.name() == name)
+        Kind::ALL.iter().copied().find(|k| k.name() == name)
     }
 }
 
@@ -156,6 +173,15 @@ macro_rules! with_timers {
             $crate::Kind::Kompact => {
                 let $q = $crate::peers::KompactWheel::new;
                 $body
+            }
+            #[cfg(timeout_c)]
+            $crate::Kind::TimeoutC => {
+                let $q = $crate::peers::TimeoutC::new;
+                $body
+            }
+            #[cfg(not(timeout_c))]
+            $crate::Kind::TimeoutC => {
+                unreachable!("timeout-c is not in Kind::ALL without TICKWHEEL_TIMEOUT_C")
             }
         }
     };
@@ -241,7 +267,7 @@ mod tests {
 
     #[test]
     fn every_peer_matches_the_model() {
-        for kind in Kind::ALL {
+        for &kind in Kind::ALL {
             with_timers!(kind, |make| check_against_model(
                 make(),
                 42,
@@ -253,7 +279,7 @@ mod tests {
 
     #[test]
     fn kind_names_round_trip() {
-        for kind in Kind::ALL {
+        for &kind in Kind::ALL {
             assert_eq!(Kind::from_name(kind.name()), Some(kind));
         }
         assert_eq!(Kind::from_name("nope"), None);

@@ -129,7 +129,7 @@ fn names<T: Copy>(all: &[T], name: fn(T) -> &'static str) -> String {
 
 /// The runner's help with the structures and workloads filled in.
 pub(crate) fn help() -> String {
-    HELP.replace("KINDS", &names(&Kind::ALL, Kind::name))
+    HELP.replace("KINDS", &names(Kind::ALL, Kind::name))
         .replace("WORKLOADS", &names(&Workload::ALL, Workload::name))
 }
 
