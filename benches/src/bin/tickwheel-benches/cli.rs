@@ -127,6 +127,17 @@ fn names<T: Copy>(all: &[T], name: fn(T) -> &'static str) -> String {
     all.iter().map(|&t| name(t)).collect::<Vec<_>>().join(", ")
 }
 
+/// The error for a structure name this build does not have.
+fn no_structure(name: &str) -> String {
+    if name == Kind::TimeoutC.name() {
+        format!(
+            "no structure {name}: build with TICKWHEEL_TIMEOUT_C naming a checkout of C's timeout.c (BENCHMARKS.md, \"Reproducing\")"
+        )
+    } else {
+        format!("no structure {name}")
+    }
+}
+
 /// The runner's help with the structures and workloads filled in.
 pub(crate) fn help() -> String {
     HELP.replace("KINDS", &names(Kind::ALL, Kind::name))
@@ -174,7 +185,7 @@ fn wheel(p: &mut lexopt::Parser) -> Result<Command> {
             Long("only") => {
                 for name in list(p, "--only")? {
                     plan.only
-                        .push(Kind::from_name(&name).ok_or(format!("no structure {name}"))?);
+                        .push(Kind::from_name(&name).ok_or_else(|| no_structure(&name))?);
                 }
             }
             Long("workloads") => {
@@ -287,8 +298,7 @@ fn mem(p: &mut lexopt::Parser) -> Result<Command> {
         Ok(_) => return Err(MEM_HELP.into()),
         Err(help) => return Ok(Command::Help(help)),
     };
-    let kind =
-        Kind::from_name(&args[0]).ok_or_else(|| format!("no structure named {}", args[0]))?;
+    let kind = Kind::from_name(&args[0]).ok_or_else(|| no_structure(&args[0]))?;
     let n = parse_at(&args, 1, "N", MEM_HELP)?;
     Ok(Command::Mem(kind, n, parse_at(&args, 2, "SEED", MEM_HELP)?))
 }
