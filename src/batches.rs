@@ -286,6 +286,25 @@ impl Batches {
         }
     }
 
+    /// Calls `f` with each timer of the tick being handed out, if one is, in the order
+    /// [`take`](Self::take) will hand them out (the wheel prefetches their entries).
+    #[inline]
+    pub(crate) fn each_frozen(&self, mut f: impl FnMut(u32)) {
+        if self.frozen == 0 {
+            return;
+        }
+        let tick = self.frozen.trailing_zeros() as usize & (SLOTS - 1);
+        let batch = &self.batches[self.run & (SLOTS - 1)];
+        let mut at = self.heads[tick];
+        while at != END {
+            let filed = batch[at as usize];
+            if filed.index != NIL {
+                f(filed.index);
+            }
+            at = filed.next();
+        }
+    }
+
     /// True if the run is handing out a tick's timers.
     #[inline]
     pub(crate) fn frozen(&self) -> bool {
@@ -442,5 +461,37 @@ mod tests {
         b.unlink(links.list(3));
         b.check();
         assert_eq!(b.waiting(), 0b1000);
+    }
+
+    #[test]
+    fn each_frozen_names_what_take_hands_out_in_order() {
+        let mut links = Plain::with(16);
+        let mut b = Batches::new(100);
+        for i in 0..6 {
+            assert!(b.file(&mut links, i, (2, if i % 2 == 0 { 7 } else { 9 }), 0));
+        }
+        b.begin_run(2);
+        assert!(b.link_run(&mut links, 10, 7, 0));
+        b.unlink(links.list(2));
+        let mut named = Vec::new();
+        b.each_frozen(|i| named.push(i));
+        assert!(named.is_empty(), "nothing frozen");
+        b.freeze(7);
+        b.each_frozen(|i| named.push(i));
+        let mut taken = Vec::new();
+        while let Some(i) = b.take() {
+            taken.push(i);
+        }
+        assert_eq!(named, taken);
+        assert_eq!(
+            taken,
+            [10, 4, 0],
+            "tick 7's timers, newest first, without the one that left"
+        );
+        b.freeze(9);
+        named.clear();
+        b.each_frozen(|i| named.push(i));
+        assert_eq!(named, [5, 3, 1]);
+        b.check();
     }
 }

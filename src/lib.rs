@@ -82,8 +82,9 @@
 //!   re-arming, since freed entries are reused at once.
 //! - **The clock never goes back**: polling with an earlier `now` is a no-op.
 //!
-//! The wheel is single-threaded `&mut self` code with no atomics and no `unsafe`; sharing it
-//! between cores is the job of the per-core layer built on top of it.
+//! The wheel is single-threaded `&mut self` code with no atomics; its one `unsafe` operation is a
+//! cache prefetch (`src/prefetch.rs`). Sharing it between cores is the job of the per-core layer
+//! built on top of it.
 //!
 //! # Your own storage
 //!
@@ -109,13 +110,14 @@
 //! assert_eq!(wheel.poll(expiry - 1), None);
 //! assert_eq!(wheel.poll(expiry), Some((keepalive, "conn 7")));
 //! ```
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 mod batches;
 mod buckets;
 mod builder;
 mod geometry;
 mod lists;
+mod prefetch;
 pub mod raw;
 mod slab;
 mod wheel;

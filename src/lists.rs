@@ -80,6 +80,12 @@ pub trait Links {
     /// Storage that keeps the deadline itself as the expiry may ignore it.
     fn set_expiry(&mut self, index: u32, expiry: u64);
 
+    /// Hints that the entry at `index` is about to be read; storage may ignore it.
+    #[inline(always)]
+    fn prefetch(&self, index: u32) {
+        let _ = index;
+    }
+
     /// Sets `prev` of `index` unless `index` is [`NIL`], as an unlink joins the entry after the
     /// one it takes off; storage whose lookup of `NIL` fails anyway may override it to test once.
     #[inline(always)]

@@ -362,7 +362,12 @@ impl RawWheel {
                     Mode::Exact => {
                         self.clock = self.clock.max(at);
                         match event {
-                            Event::Fire(bucket) => self.buckets.freeze(bucket),
+                            Event::Fire(bucket) => {
+                                self.buckets.freeze(bucket);
+                                // The tick's run timers are named in an array: start loading
+                                // their entries before the first is handed out.
+                                self.buckets.batches.each_frozen(|i| links.prefetch(i));
+                            }
                             Event::Cascade(bucket) => self.cascade(links, bucket),
                             Event::Sweep => self.sweep(links),
                         }

@@ -304,6 +304,13 @@ impl<T, S: Store<T>> Slab<T, S> {
 /// expiry in the pending timer.
 impl<T, S: Store<T>> Links for Slab<T, S> {
     #[inline(always)]
+    fn prefetch(&self, index: u32) {
+        if let Some(entry) = self.entries.get(index) {
+            crate::prefetch::prefetch_read(entry);
+        }
+    }
+
+    #[inline(always)]
     fn next(&self, index: u32) -> u32 {
         self.entries[index].next
     }
