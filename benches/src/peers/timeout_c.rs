@@ -121,7 +121,8 @@ mod tests {
         let b = q.insert(10, 2); // reuses a's node under a new generation
         assert_ne!(a, b);
         assert_eq!(q.cancel(a), None, "a's id must not reach b");
-        assert!(!q.reset(&mut a.clone(), 20));
+        let mut stale = a;
+        assert!(!q.reset(&mut stale, 20));
         let mut fired = Vec::new();
         q.advance(10, &mut |v| fired.push(v));
         assert_eq!(fired, [2]);
