@@ -51,7 +51,8 @@ impl Builder {
     /// [`build`](Self::build) refuses 0, a wheel that would refuse every insert.
     ///
     /// A bounded wheel reserves address space for all its entries at once (32 bytes a timer for a
-    /// `u64` payload; memory is touched only as entries are first used), so finding an entry
+    /// `u64` payload; memory is touched only as entries are first used, or by
+    /// [`Wheel::reserve`](crate::Wheel::reserve)), so finding an entry
     /// takes no chunk table and the entries never move. If the allocator refuses that
     /// reservation, the wheel keeps its entries in chunks that grow, as an unbounded one does.
     pub fn capacity(mut self, capacity: usize) -> Self {

@@ -125,6 +125,30 @@ impl<T, S: Store<T>> Slab<T, S> {
             .count()
     }
 
+    /// Checks that every entry is on the free list iff it is vacant (walking the list once);
+    /// for checks.
+    #[cfg(feature = "test-hooks")]
+    pub(crate) fn check_free_list(&self) {
+        let created = self.entries.len() as usize;
+        let mut on_list = 0;
+        let mut index = self.free_head;
+        while index != NIL {
+            let entry = &self.entries[index];
+            assert!(
+                matches!(entry.slot, Slot::Vacant { .. }),
+                "entry {index} on the free list is occupied"
+            );
+            on_list += 1;
+            assert!(on_list <= created, "the free list loops");
+            index = entry.next;
+        }
+        assert_eq!(
+            on_list + self.occupied(),
+            created,
+            "every vacant entry is on the free list"
+        );
+    }
+
     /// The expiry and the pending timer at `index` if `generation` matches.
     #[inline]
     pub(crate) fn get(&self, index: u32, generation: u32) -> Option<(u64, &Timer<T>)> {
@@ -182,6 +206,33 @@ impl<T, S: Store<T>> Slab<T, S> {
             self.free_head = self.entries.grow(self.generation_seed)?;
         }
         Some(self.free_head)
+    }
+
+    /// Creates vacant entries until `wanted` exist, put in front of the free list in index order
+    /// (so the inserts that use them take them in the order a growing slab would); false, with
+    /// the entries made so far kept, if the store runs out of room first.
+    pub(crate) fn reserve(&mut self, wanted: usize) -> bool {
+        let mut made: Option<(u32, u32)> = None;
+        let mut room = true;
+        while (self.entries.len() as usize) < wanted {
+            let Some(first) = self.entries.grow(self.generation_seed) else {
+                room = false;
+                break;
+            };
+            let last = self.entries.len() - 1;
+            made = match made {
+                Some((head, tail)) => {
+                    self.entries[tail].next = first;
+                    Some((head, last))
+                }
+                None => Some((first, last)),
+            };
+        }
+        if let Some((head, tail)) = made {
+            self.entries[tail].next = self.free_head;
+            self.free_head = head;
+        }
+        room
     }
 
     /// Stores a new timer at `index`, the one [`vacant`](Self::vacant) named, as the head of a

@@ -19,7 +19,7 @@
 use crate::buckets::{is_wheel_bucket, level_and_slot};
 use crate::geometry::coarse_expiry_stays;
 use crate::raw::{RawWheel, place};
-use crate::slab::{Chunks, Flat, Slab, Store};
+use crate::slab::{Chunks, Flat, MAX_ENTRIES, Slab, Store};
 use crate::{Builder, Full, Mode, Stats, TimerId};
 
 /// Where a wheel's entries live, chosen when it is built: in one reserved buffer when its
@@ -155,6 +155,32 @@ impl<T> Wheel<T> {
             self.raw.linked_new(slab, bucket, (index, head), expiry);
             Ok(TimerId { index, generation })
         })
+    }
+
+    /// Makes room for `additional` timers beyond those pending, so that the inserts that use it
+    /// allocate nothing: their entries are created now, on the free list, and their memory is
+    /// written once here rather than inside the inserts (page faults included), as a server that
+    /// knows its load readies its connection objects before the first connection. Room past the
+    /// capacity of a bounded wheel, or past the `2^32 - 2048` timers any wheel holds, is refused
+    /// with [`Full`], which hands `additional` back; nothing is created then.
+    ///
+    /// ```
+    /// use tickwheel::{Mode, Wheel};
+    ///
+    /// let mut wheel = Wheel::builder(Mode::Coarse).capacity(1_000).build().unwrap();
+    /// wheel.insert(5, "first").unwrap();
+    /// assert!(wheel.reserve(999).is_ok());
+    /// assert_eq!(wheel.reserve(1_000).unwrap_err().into_inner(), 1_000);
+    /// ```
+    pub fn reserve(&mut self, additional: usize) -> Result<(), Full<usize>> {
+        let limit = self.limit.min(MAX_ENTRIES);
+        let wanted = match self.len().checked_add(additional) {
+            Some(wanted) if wanted <= limit => wanted,
+            _ => return Err(Full(additional)),
+        };
+        // Within the limit the store always has room, so a refusal here is only defensive.
+        let made = with_slab!(&mut self.slab, slab => slab.reserve(wanted));
+        if made { Ok(()) } else { Err(Full(additional)) }
     }
 
     /// Removes a pending timer and returns its value; `None` if `id` is stale or foreign.
@@ -425,6 +451,7 @@ impl<T> Wheel<T> {
         with_slab!(&self.slab, slab => {
             self.raw.check_invariants(slab);
             assert_eq!(self.raw.len(), slab.occupied(), "every pending timer is linked");
+            slab.check_free_list();
         });
     }
 }

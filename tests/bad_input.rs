@@ -75,6 +75,38 @@ fn a_full_wheel_hands_the_value_back_and_recovers() {
 }
 
 #[test]
+fn room_past_the_bound_or_the_index_space_is_refused_and_changes_nothing() {
+    for mode in MODES {
+        let mut wheel = Wheel::builder(mode).capacity(3).build().unwrap();
+        let first = wheel.insert(10, 1).unwrap();
+        assert_eq!(wheel.reserve(3).unwrap_err().into_inner(), 3);
+        assert_eq!(
+            wheel.reserve(usize::MAX).unwrap_err().into_inner(),
+            usize::MAX
+        );
+        assert!(wheel.reserve(2).is_ok());
+        assert_eq!(wheel.len(), 1);
+        assert!(wheel.insert(11, 2).is_ok() && wheel.insert(12, 3).is_ok());
+        assert!(wheel.insert(13, 4).is_err(), "the bound still holds");
+        assert_eq!(wheel.cancel(first), Some(1));
+
+        // Unbounded: more than any wheel holds is refused before anything is allocated (an
+        // attempt would abort the process on allocation failure).
+        let mut wheel = Wheel::new(mode);
+        let id = wheel.insert(5, 5).unwrap();
+        assert!(wheel.reserve(1 << 33).is_err());
+        assert!(wheel.reserve(usize::MAX).is_err());
+        assert!(wheel.reserve(5_000).is_ok());
+        let ids: Vec<_> = (0..5_000)
+            .map(|i| wheel.insert(6 + i, i).unwrap())
+            .collect();
+        assert_eq!(wheel.get(id), Some(&5));
+        assert_eq!(wheel.cancel(ids[4_999]), Some(4_999));
+        assert_eq!(wheel.drain(u64::MAX).count(), 5_000);
+    }
+}
+
+#[test]
 fn the_clock_never_goes_back() {
     for mode in MODES {
         let mut wheel = Wheel::builder(mode).start(1_000).build().unwrap();

@@ -417,6 +417,7 @@ impl Harness {
             17 => self.check_next_expiry(false),
             18 => self.stale_queries(),
             _ => {
+                self.reserve();
                 let id = self.pick();
                 if let Some(id) = id {
                     let expected = self.model.get(&id).map(|p| p.expiry);
@@ -433,6 +434,32 @@ impl Harness {
         if self.ops % 128 == 0 {
             self.wheel.check_invariants();
         }
+    }
+
+    /// Makes room for a few thousand timers (across chunk boundaries), or for more than any
+    /// wheel holds; the amount comes from the operation count, not the generator, so the
+    /// sequences stay those of before. Room past the bound or the index space is refused.
+    fn reserve(&mut self) {
+        let additional = match self.ops % 7 {
+            0 => usize::MAX - self.model.len() / 2,
+            1 => 1 << 33,
+            k => (self.ops as usize % 1_000) * k as usize,
+        };
+        let fits = self
+            .model
+            .len()
+            .checked_add(additional)
+            .is_some_and(|wanted| {
+                wanted <= self.capacity.unwrap_or(usize::MAX) && wanted <= u32::MAX as usize - 2047
+            });
+        match self.wheel.reserve(additional) {
+            Ok(()) => assert!(fits, "room for {additional} past the bound"),
+            Err(full) => {
+                assert!(!fits, "room for {additional} refused");
+                assert_eq!(full.into_inner(), additional, "the amount handed back");
+            }
+        }
+        assert_eq!(self.wheel.len(), self.model.len(), "a reserve arms nothing");
     }
 
     fn stale_queries(&mut self) {

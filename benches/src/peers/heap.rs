@@ -121,6 +121,11 @@ impl Timers for LazyHeap {
         HeapId { slot, generation }
     }
 
+    fn prepare(&mut self, n: usize) {
+        self.heap.reserve(n);
+        self.slots.reserve(n);
+    }
+
     fn cancel(&mut self, id: HeapId) -> Option<u64> {
         self.is_current(id).then(|| self.retire(id.slot))
     }

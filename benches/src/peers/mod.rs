@@ -51,9 +51,12 @@ pub trait Timers {
         self.len() == 0
     }
 
-    /// Readies the structure for `n` timers before any clock starts, where its users would have
-    /// done so already: C's `timeout.c` initialises the nodes its caller's objects hold (they exist
-    /// before their timers). The others allocate as they arm, and do nothing here.
+    /// Readies the structure for `n` timers before any clock starts, as far as its API lets a
+    /// user who knows the load do so: C's `timeout.c` initialises the nodes its caller's objects
+    /// hold (they exist before their timers), tickwheel creates its entries
+    /// (`Wheel::reserve`), the lazy heap reserves its vectors (`Vec::reserve`: address space, its
+    /// pages still touched as it arms). `BTreeMap`, `DelayQueue` and kompact's wheel have no
+    /// such call and do nothing here.
     fn prepare(&mut self, n: usize) {
         let _ = n;
     }

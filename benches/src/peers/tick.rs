@@ -19,7 +19,7 @@ impl TickWheel {
 
     /// An empty wheel in `mode` bounded to [`BOUND`] timers, as a server that knows its
     /// connection limit builds it (and as C's `timeout.c` harness allocates its nodes up front):
-    /// its entries are reserved as one buffer, touched only as they are used.
+    /// its entries are reserved as one buffer, touched when [`Timers::prepare`] creates them.
     pub fn bounded(mode: Mode) -> Self {
         let wheel = Wheel::builder(mode).capacity(BOUND).build();
         Self {
@@ -52,6 +52,12 @@ impl Timers for TickWheel {
     fn advance(&mut self, now: u64, fired: &mut impl FnMut(u64)) {
         for (_, value) in self.wheel.drain(now) {
             fired(value);
+        }
+    }
+
+    fn prepare(&mut self, n: usize) {
+        if self.wheel.reserve(n).is_err() {
+            unreachable!("no workload holds more than BOUND timers");
         }
     }
 
