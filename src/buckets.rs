@@ -114,11 +114,12 @@ pub(crate) struct Buckets {
 }
 
 impl Buckets {
-    /// Lists for `levels` levels, each of `chains` chains (see `lists.rs`).
-    pub(crate) fn new(levels: usize, chains: usize) -> Self {
+    /// Lists for `levels` levels, the first `few_chain_lists` of four chains, the others of eight
+    /// (see `lists.rs`).
+    pub(crate) fn new(levels: usize, few_chain_lists: u32) -> Self {
         debug_assert!((1..=MAX_LEVELS).contains(&levels));
         Buckets {
-            lists: Lists::new(levels * SLOTS + 2, chains),
+            lists: Lists::new(levels * SLOTS + 2, few_chain_lists),
             levels,
             len: 0,
             occupied: [0; MAX_LEVELS],

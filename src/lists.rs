@@ -10,15 +10,19 @@
 //! is a chain of dependent loads, one cache miss per timer once the storage outgrows the cache;
 //! walking the chains of a bucket in turn keeps up to `chains` of those misses in flight at
 //! once, which is what makes firing and cascading a large bucket several times faster. How many
-//! pays depends on how full a bucket is when it is walked, so the wheel picks it by mode
-//! ([`chains_for`]): eight for Coarse, whose buckets each hold a window of `8^n` ticks (at 10^6
-//! timers, 10^4 to 10^5 a bucket; eight fire them 20-30% faster than four, sixteen are slower
-//! again); four for Exact, whose level-0 buckets hold one tick each, a few timers a bucket, where
-//! eight made each pop probe more empty chains (Exact firing at 10^6 was 25% slower; measured
-//! before the timers a cascade files on level 1 were handed out from arrays, `batches.rs`,
-//! instead of level-0 buckets). The cost is [`MAX_CHAINS`] heads a bucket (32 bytes, one array per bucket, so a
-//! chain's head is found with one bounds check; chains past `chains` stay empty), and a look at
-//! all of them when an unlink or a pop empties a chain, to tell whether the bucket is now empty.
+//! pays depends on how full a bucket is when it is walked, so the wheel picks it by level
+//! ([`few_chain_lists`]): eight for every Coarse bucket, each holding a window of `8^n` ticks
+//! (at 10^6 timers, 10^4 to 10^5 a bucket; eight fire them 20-30% faster than four, sixteen are
+//! slower again), and for Exact's buckets above level 0, which hold a 64^n-tick window each and
+//! are walked whole by a cascade (at 10^6 timers the cascade from level 2 walks about 70,000;
+//! eight instead of four fired 10^6 timers 13% faster and 10^7 7% faster, and changed no other
+//! workload beyond the runs' spread); four for Exact's level 0, whose buckets hold one tick each,
+//! a few timers a bucket, where eight made each pop probe more empty chains (Exact firing at
+//! 10^6 was 25% slower with eight everywhere, measured before the timers a cascade files on level
+//! 1 were handed out from arrays, `batches.rs`, instead of level-0 buckets). The cost is
+//! [`MAX_CHAINS`] heads a bucket (32 bytes, one array per bucket, so a chain's head is found with
+//! one bounds check; chains past a bucket's count stay empty), and a look at all of them when an
+//! unlink or a pop empties a chain, to tell whether the bucket is now empty.
 //!
 //! Linking is a push-front and unlinking is O(1) given the entry, which records its list. A
 //! chain's head has `prev == NIL`, so an unlink knows from the entry alone whether it is a head
@@ -45,12 +49,12 @@ pub(crate) const MAX_CHAINS: usize = 8;
 /// The other number of chains a bucket can have.
 const FEW_CHAINS: usize = 4;
 
-/// Chains per bucket for a wheel in `mode`, [`MAX_CHAINS`] or [`FEW_CHAINS`]; see the module
-/// doc.
-pub(crate) fn chains_for(mode: crate::Mode) -> usize {
+/// How many of a wheel's lists, from list 0, have [`FEW_CHAINS`] in `mode` (the rest have
+/// [`MAX_CHAINS`]); see the module doc.
+pub(crate) fn few_chain_lists(mode: crate::Mode) -> u32 {
     match mode {
-        crate::Mode::Coarse => MAX_CHAINS,
-        crate::Mode::Exact => FEW_CHAINS,
+        crate::Mode::Coarse => 0,
+        crate::Mode::Exact => crate::geometry::SLOTS as u32,
     }
 }
 
@@ -141,28 +145,35 @@ pub(crate) struct Lists {
     heads: Vec<Heads>,
     /// Rotates the chain that `pop_front` takes from next.
     cursor: usize,
-    /// Chains per list, less one (a power of two less one).
-    mask: usize,
+    /// Lists below this have [`FEW_CHAINS`], the rest [`MAX_CHAINS`].
+    few_below: u32,
 }
 
 impl Lists {
-    /// `lists` empty lists of `chains` chains each ([`MAX_CHAINS`] or [`FEW_CHAINS`]).
-    pub(crate) fn new(lists: usize, chains: usize) -> Self {
-        assert!(
-            chains == MAX_CHAINS || chains == FEW_CHAINS,
-            "{chains} chains"
-        );
+    /// `lists` empty lists, those below `few_below` of [`FEW_CHAINS`] chains each, the others of
+    /// [`MAX_CHAINS`].
+    pub(crate) fn new(lists: usize, few_below: u32) -> Self {
         Lists {
             heads: vec![EMPTY; lists],
             cursor: 0,
-            mask: chains - 1,
+            few_below,
+        }
+    }
+
+    /// Chains of `list`, less one.
+    #[inline(always)]
+    fn mask(&self, list: u32) -> usize {
+        if list < self.few_below {
+            FEW_CHAINS - 1
+        } else {
+            MAX_CHAINS - 1
         }
     }
 
     /// The chain of its bucket that entry `index` goes on.
     #[inline]
-    fn chain_of(&self, index: u32) -> usize {
-        index as usize & self.mask
+    fn chain_of(&self, list: u32, index: u32) -> usize {
+        index as usize & self.mask(list)
     }
 
     /// True if no entry is on `list`.
@@ -189,7 +200,7 @@ impl Lists {
     /// The entry `index` goes in front of when pushed on `list`: its chain's head, or `NIL`.
     #[inline]
     pub(crate) fn front(&self, list: u32, index: u32) -> u32 {
-        self.heads[list as usize][self.chain_of(index)]
+        self.heads[list as usize][self.chain_of(list, index)]
     }
 
     /// The rest of [`push_front`](Self::push_front) once the entry's own links are written as
@@ -207,7 +218,7 @@ impl Lists {
             // A blind write: the old head is not read.
             links.set_prev(head, index);
         }
-        let chain = self.chain_of(index);
+        let chain = self.chain_of(list, index);
         self.heads[list as usize][chain] = index;
     }
 
@@ -230,7 +241,7 @@ impl Lists {
         (next, prev, list): (u32, u32, u32),
     ) -> bool {
         if prev == NIL {
-            let chain_of = self.chain_of(index);
+            let chain_of = self.chain_of(list, index);
             let heads = &mut self.heads[list as usize];
             let chain = &mut heads[chain_of];
             debug_assert_eq!(*chain, index, "an entry with no prev is its chain's head");
@@ -257,7 +268,7 @@ impl Lists {
     ) -> Option<(u32, u64, bool)> {
         // One predictable branch to a walk whose chain count the compiler knows, so the probes
         // unroll.
-        if self.mask == MAX_CHAINS - 1 {
+        if self.mask(list) == MAX_CHAINS - 1 {
             self.pop_front_of::<MAX_CHAINS>(links, list)
         } else {
             self.pop_front_of::<FEW_CHAINS>(links, list)
@@ -295,7 +306,7 @@ impl Lists {
         Detached {
             chains,
             turn: 0,
-            mask: self.mask,
+            mask: self.mask(list),
         }
     }
 
@@ -419,7 +430,7 @@ mod tests {
     fn link_and_unlink(chains: usize) {
         let c = chains as u32;
         let mut links = Plain::with(2 * chains);
-        let mut lists = Lists::new(2, chains);
+        let mut lists = Lists::new(2, if chains == FEW_CHAINS { 2 } else { 0 });
         for i in [0, 1, 2, c, c + 1] {
             lists.push_front(&mut links, 0, i, 0);
         }
@@ -441,6 +452,28 @@ mod tests {
     }
 
     #[test]
+    fn a_list_below_the_bound_has_four_chains_and_one_above_it_eight() {
+        let mut links = Plain::with(16);
+        let mut lists = Lists::new(2, 1);
+        for i in 0..8 {
+            lists.push_front(&mut links, 0, i, 0);
+            lists.push_front(&mut links, 1, 8 + i, 0);
+        }
+        // Chain by chain, each newest first: list 0 chains by `index % 4`, list 1 by `% 8`.
+        assert_eq!(lists.members(&links, 0), [4, 0, 5, 1, 6, 2, 7, 3]);
+        assert_eq!(lists.members(&links, 1), (8..16).collect::<Vec<_>>());
+        for i in 0..8 {
+            assert_eq!(lists.unlink(&mut links, 8 + i), (1, i == 7));
+        }
+        let mut detached = lists.take_list(0);
+        let mut order = Vec::new();
+        while let Some((index, _)) = Lists::pop_detached(&links, &mut detached) {
+            order.push(index);
+        }
+        assert_eq!(order, [5, 6, 7, 4, 1, 2, 3, 0], "four chains in turn");
+    }
+
+    #[test]
     fn detached_chains_are_walked_in_turn() {
         for chains in [FEW_CHAINS, MAX_CHAINS] {
             walk_detached(chains);
@@ -451,7 +484,7 @@ mod tests {
         let c = chains as u32;
         let n = 2 * c + 1;
         let mut links = Plain::with(n as usize);
-        let mut lists = Lists::new(2, chains);
+        let mut lists = Lists::new(2, if chains == FEW_CHAINS { 2 } else { 0 });
         for i in 0..n {
             lists.push_front(&mut links, 0, i, 0);
         }

@@ -173,7 +173,7 @@ impl RawWheel {
             mode,
             levels,
             clock: start,
-            buckets: Buckets::new(levels, crate::lists::chains_for(mode)),
+            buckets: Buckets::new(levels, crate::lists::few_chain_lists(mode)),
             stats: Stats::default(),
             cleared: 0,
         }
