@@ -19,6 +19,9 @@ use std::time::{Duration, Instant};
 
 use tickwheel::{Full, Mode, Stats, TimerId, Wheel};
 
+mod common;
+use common::Rng;
+
 const MODES: [Mode; 2] = [Mode::Exact, Mode::Coarse];
 
 /// The most timers any wheel holds, `2^32 - 2048`, as `reserve`'s doc comment states it.
@@ -106,27 +109,6 @@ fn counted<R>(f: impl FnOnce() -> R) -> (R, u64) {
 
 // ---------------------------------------------------------------------------------------------
 // Helpers.
-
-/// splitmix64: small, seedable, good enough to drive a random test.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
 
 fn build<T>(mode: Mode, capacity: Option<usize>) -> Wheel<T> {
     let builder = Wheel::builder(mode);
