@@ -105,6 +105,11 @@
 //!   The owner reuses its most recently freed slot first (for cache locality), so a hot loop of
 //!   schedule and cancel at ~20 ns a pair wraps one slot in about 90 s: a handle must not outlive
 //!   that much churn of its slot.
+//! - Memory: the table asks for huge pages (2 MiB, `sys::advise_huge_pages`), so where the
+//!   kernel grants them the memory it takes grows in steps of 2 MiB, not 4 KiB. Slots are used
+//!   from the front (`next_unused`), so that is at most 2 MiB more than the records in use; at
+//!   10^6 timers a base took 40.9 bytes a timer against 40.1 without, and a keepalive refresh
+//!   about 30% less time (BENCHMARKS.md).
 //! - `seq` is 27 bits: an owner preempted between reading a deadline and its CAS while a remote
 //!   re-arms the same timer 2^27 times could fire on the old deadline.
 
@@ -734,8 +739,10 @@ impl<T> Drop for SlotTable<T> {
 }
 
 /// `len` records of zero bytes, allocated zeroed so an untouched part of a large table costs no
-/// memory. All zeroes is a valid record: atomics at 0, an unfiled filing, a cell of
-/// `MaybeUninit` (any bits).
+/// memory, in huge pages where the kernel gives them ([`advise_huge_pages`]). All zeroes is a
+/// valid record: atomics at 0, an unfiled filing, a cell of `MaybeUninit` (any bits).
+///
+/// [`advise_huge_pages`]: crate::sys::advise_huge_pages
 #[cfg(not(loom))]
 fn zeroed_records<T>(len: usize) -> Box<[Record<T>]> {
     use std::alloc::{Layout, alloc_zeroed, handle_alloc_error};
@@ -748,6 +755,7 @@ fn zeroed_records<T>(len: usize) -> Box<[Record<T>]> {
     if ptr.is_null() {
         handle_alloc_error(layout);
     }
+    crate::sys::advise_huge_pages(ptr.cast(), layout.size());
     // SAFETY: `ptr` is a fresh allocation of `len` records with the global allocator's layout for
     // `[Record<T>; len]`, and all-zero bytes are a valid `Record<T>` (see above), so it is an
     // initialised slice the box may own and free.
