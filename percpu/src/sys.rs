@@ -44,16 +44,65 @@ fn huge_page_span(start: usize, len: usize) -> Option<(usize, usize)> {
 
 /// Asks the kernel to back the huge pages wholly inside `[start, start + len)` with huge pages
 /// when they are first touched (`madvise(MADV_HUGEPAGE)`). A hint: where transparent huge pages
-/// are off, or the call fails, the memory stays as it was, so the result is ignored. A large slot
-/// table is read at random, one record a timer, and with 4 KiB pages nearly every such read also
-/// misses the TLB; with 2 MiB pages its translations stay cached.
+/// are off, or the call fails, the memory stays as it was, so the result is ignored.
 #[cfg_attr(loom, allow(dead_code))]
-pub(crate) fn advise_huge_pages(start: *mut u8, len: usize) {
+fn advise_huge_pages(start: *mut u8, len: usize) {
     if let Some((from, bytes)) = huge_page_span(start as usize, len) {
         // SAFETY: `[from, from + bytes)` lies inside `[start, start + len)`, memory the caller
         // owns; `MADV_HUGEPAGE` changes how the kernel backs those pages, never their contents
         // or the mapping.
         let _ = unsafe { libc::madvise(from as *mut libc::c_void, bytes, libc::MADV_HUGEPAGE) };
+    }
+}
+
+/// Zeroed memory in a private anonymous mapping of its own, its whole huge pages advised
+/// ([`advise_huge_pages`]); unmapped when dropped.
+///
+/// A mapping of its own, not the allocator's memory: the hint stays with the pages it names, and
+/// an allocator that reused them after a free would hand them on to allocations that did not ask
+/// for huge pages.
+#[cfg_attr(loom, allow(dead_code))]
+pub(crate) struct Mapping {
+    start: std::ptr::NonNull<u8>,
+    bytes: usize,
+}
+
+#[cfg_attr(loom, allow(dead_code))]
+impl Mapping {
+    /// `bytes` (more than 0) of zeroed memory, page-aligned; `None` if the kernel refuses it.
+    pub(crate) fn zeroed(bytes: usize) -> Option<Mapping> {
+        // SAFETY: a fresh private anonymous mapping, at an address the kernel picks: it aliases
+        // nothing, and no fd is involved.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return None;
+        }
+        let start = std::ptr::NonNull::new(p.cast::<u8>())?;
+        advise_huge_pages(start.as_ptr(), bytes);
+        Some(Mapping { start, bytes })
+    }
+
+    /// The first byte; the mapping's `bytes` follow it, zeroed until written.
+    pub(crate) fn start(&self) -> std::ptr::NonNull<u8> {
+        self.start
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: the mapping is this value's alone, made by `zeroed` with these bytes and
+        // unmapped only here; whoever reads through `start` holds a borrow of its owner, which
+        // ends before this drop.
+        unsafe { libc::munmap(self.start.as_ptr().cast(), self.bytes) };
     }
 }
 
@@ -187,15 +236,23 @@ mod tests {
     }
 
     #[test]
-    fn a_table_of_huge_pages_reads_zero_and_takes_writes() {
-        // The hint must never change the memory: a fresh zeroed allocation advised, then used.
-        let len = 5 * HUGE_PAGE_BYTES;
-        let mut v = vec![0u8; len];
-        advise_huge_pages(v.as_mut_ptr(), len);
-        assert!(v.iter().step_by(4096).all(|&b| b == 0));
-        v[len - 1] = 7;
-        v[HUGE_PAGE_BYTES] = 9;
-        assert_eq!((v[len - 1], v[HUGE_PAGE_BYTES], v[0]), (7, 9, 0));
+    fn a_mapping_reads_zero_takes_writes_and_goes() {
+        // The hint must never change the memory: a fresh mapping reads zero everywhere, keeps
+        // what is written, and is unmapped when dropped.
+        let bytes = 5 * HUGE_PAGE_BYTES + 4096;
+        let map = Mapping::zeroed(bytes).expect("mmap of 10 MiB");
+        assert_eq!(map.start().as_ptr() as usize % 4096, 0, "page-aligned");
+        // SAFETY: the mapping holds `bytes` bytes and lives to the end of this block.
+        let s = unsafe { std::slice::from_raw_parts_mut(map.start().as_ptr(), bytes) };
+        assert!(s.iter().step_by(4096).all(|&b| b == 0));
+        s[bytes - 1] = 7;
+        s[HUGE_PAGE_BYTES] = 9;
+        assert_eq!((s[bytes - 1], s[HUGE_PAGE_BYTES], s[0]), (7, 9, 0));
+        drop(map);
+        assert!(
+            Mapping::zeroed(usize::MAX / 2).is_none(),
+            "an impossible size is refused"
+        );
     }
 
     #[test]

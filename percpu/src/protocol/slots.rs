@@ -105,8 +105,9 @@
 //!   The owner reuses its most recently freed slot first (for cache locality), so a hot loop of
 //!   schedule and cancel at ~20 ns a pair wraps one slot in about 90 s: a handle must not outlive
 //!   that much churn of its slot.
-//! - Memory: the table asks for huge pages (2 MiB, `sys::advise_huge_pages`), so where the
-//!   kernel grants them the memory it takes grows in steps of 2 MiB, not 4 KiB. Slots are used
+//! - Memory: a table of 2 MiB or more is a mapping of its own that asks for huge pages
+//!   (`sys::Mapping`), so where the kernel grants them the memory it takes grows in steps of
+//!   2 MiB, not 4 KiB. Slots are used
 //!   from the front (`next_unused`), so that is at most 2 MiB more than the records in use; at
 //!   10^6 timers a base took 40.9 bytes a timer against 40.1 without, and a keepalive refresh
 //!   about 30% less time (BENCHMARKS.md).
@@ -257,7 +258,7 @@ pub enum Due {
 
 /// One base's slot records.
 pub struct SlotTable<T> {
-    records: Box<[Record<T>]>,
+    records: Records<T>,
 }
 
 // SAFETY: the records' atomics are shared by design; a cell's payload is written by the one thread
@@ -738,33 +739,100 @@ impl<T> Drop for SlotTable<T> {
     }
 }
 
-/// `len` records of zero bytes, allocated zeroed so an untouched part of a large table costs no
-/// memory, in huge pages where the kernel gives them ([`advise_huge_pages`]). All zeroes is a
-/// valid record: atomics at 0, an unfiled filing, a cell of `MaybeUninit` (any bits).
-///
-/// [`advise_huge_pages`]: crate::sys::advise_huge_pages
+/// A table's records: in a mapping of their own when the table spans a huge page (2 MiB), so
+/// that it can ask for huge pages (`sys::Mapping`), else in one allocation of the global
+/// allocator. Either way zeroed when made: an untouched part of a large table costs no memory,
+/// and all zeroes is a valid record (atomics at 0, an unfiled filing, a cell of `MaybeUninit`,
+/// any bits).
+enum Records<T> {
+    Boxed(Box<[Record<T>]>),
+    #[cfg(not(loom))]
+    Mapped {
+        map: crate::sys::Mapping,
+        len: usize,
+        _records: std::marker::PhantomData<Record<T>>,
+    },
+}
+
+/// Tables of at least this many bytes get a mapping of their own (one huge page).
 #[cfg(not(loom))]
-fn zeroed_records<T>(len: usize) -> Box<[Record<T>]> {
+const MAPPED_BYTES: usize = 2 << 20;
+
+impl<T> std::ops::Deref for Records<T> {
+    type Target = [Record<T>];
+
+    #[inline]
+    fn deref(&self) -> &[Record<T>] {
+        match self {
+            Records::Boxed(b) => b,
+            #[cfg(not(loom))]
+            // SAFETY: the mapping holds `len` records' bytes (`zeroed_records`), page-aligned,
+            // so aligned for `Record<T>`, zeroed or written as records since, and lives as long
+            // as `self`.
+            Records::Mapped { map, len, .. } => unsafe {
+                std::slice::from_raw_parts(map.start().as_ptr().cast::<Record<T>>(), *len)
+            },
+        }
+    }
+}
+
+impl<T> std::ops::DerefMut for Records<T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [Record<T>] {
+        match self {
+            Records::Boxed(b) => b,
+            #[cfg(not(loom))]
+            // SAFETY: as in `deref`; `&mut self` makes the borrow exclusive.
+            Records::Mapped { map, len, .. } => unsafe {
+                std::slice::from_raw_parts_mut(map.start().as_ptr().cast::<Record<T>>(), *len)
+            },
+        }
+    }
+}
+
+impl<T> Drop for Records<T> {
+    fn drop(&mut self) {
+        #[cfg(not(loom))]
+        if let Records::Mapped { .. } = self {
+            // SAFETY: the records are valid and dropped once, here, before the mapping (a field,
+            // dropped after this) is unmapped.
+            unsafe { std::ptr::drop_in_place(&mut **self as *mut [Record<T>]) };
+        }
+    }
+}
+
+/// `len` records of zero bytes (see [`Records`]).
+#[cfg(not(loom))]
+fn zeroed_records<T>(len: usize) -> Records<T> {
     use std::alloc::{Layout, alloc_zeroed, handle_alloc_error};
     if len == 0 || std::mem::size_of::<Record<T>>() == 0 {
-        return (0..len).map(|_| Record::empty()).collect();
+        return Records::Boxed((0..len).map(|_| Record::empty()).collect());
     }
     let layout = Layout::array::<Record<T>>(len).expect("slot table size overflows");
+    if layout.size() >= MAPPED_BYTES
+        && layout.align() <= 4096
+        && let Some(map) = crate::sys::Mapping::zeroed(layout.size())
+    {
+        return Records::Mapped {
+            map,
+            len,
+            _records: std::marker::PhantomData,
+        };
+    }
     // SAFETY: the layout has a non-zero size (checked above).
     let ptr = unsafe { alloc_zeroed(layout) }.cast::<Record<T>>();
     if ptr.is_null() {
         handle_alloc_error(layout);
     }
-    crate::sys::advise_huge_pages(ptr.cast(), layout.size());
     // SAFETY: `ptr` is a fresh allocation of `len` records with the global allocator's layout for
     // `[Record<T>; len]`, and all-zero bytes are a valid `Record<T>` (see above), so it is an
     // initialised slice the box may own and free.
-    unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)) }
+    Records::Boxed(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)) })
 }
 
 #[cfg(loom)]
-fn zeroed_records<T>(len: usize) -> Box<[Record<T>]> {
-    (0..len).map(|_| Record::empty()).collect()
+fn zeroed_records<T>(len: usize) -> Records<T> {
+    Records::Boxed((0..len).map(|_| Record::empty()).collect())
 }
 
 impl<T> Record<T> {
@@ -896,6 +964,36 @@ mod tests {
         t.arm_remote(2, 1, marker.clone());
         drop(t);
         assert_eq!(std::sync::Arc::strong_count(&marker), 1);
+    }
+
+    #[test]
+    fn a_table_in_a_mapping_of_its_own_works_and_drops_its_payloads() {
+        // 2^17 records of 40 bytes: past `MAPPED_BYTES`, so the records live in a mapping.
+        let len = 1 << 17;
+        assert!(len * std::mem::size_of::<Record<std::sync::Arc<()>>>() >= MAPPED_BYTES);
+        let marker = std::sync::Arc::new(());
+        let t = SlotTable::new(len);
+        assert!(
+            matches!(t.records, Records::Mapped { .. }),
+            "a mapping of its own"
+        );
+        assert_eq!(t.len(), len);
+        assert!(
+            (0..len as u32).step_by(1001).all(|s| t.load(s) == 0),
+            "zeroed"
+        );
+        for slot in [0, 1, len as u32 / 2, len as u32 - 1] {
+            t.arm_remote(slot, 9, marker.clone());
+        }
+        let last = len as u32 - 1;
+        assert_eq!(t.deadline(last), 9);
+        assert_eq!(t.cancel(last + 1, 0), Cancel::Lost, "one past the end");
+        drop(t);
+        assert_eq!(
+            std::sync::Arc::strong_count(&marker),
+            1,
+            "every payload dropped once"
+        );
     }
 
     #[test]
