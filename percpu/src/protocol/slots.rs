@@ -106,11 +106,11 @@
 //!   schedule and cancel at ~20 ns a pair wraps one slot in about 90 s: a handle must not outlive
 //!   that much churn of its slot.
 //! - Memory: a table of 2 MiB or more is a mapping of its own that asks for huge pages
-//!   (`sys::Mapping`), so where the kernel grants them the memory it takes grows in steps of
-//!   2 MiB, not 4 KiB. Slots are used
-//!   from the front (`next_unused`), so that is at most 2 MiB more than the records in use; at
-//!   10^6 timers a base took 40.9 bytes a timer against 40.1 without, and a keepalive refresh
-//!   about 30% less time (BENCHMARKS.md).
+//!   (`sys::Mapping`; at 10^6 timers a keepalive refresh took about a quarter less time,
+//!   BENCHMARKS.md), so where the kernel grants them the memory it takes grows in steps of
+//!   2 MiB, not 4 KiB: slots are used from the front (`next_unused`), so at most 2 MiB more than
+//!   the records in use. The first touch of a huge page zeroes 2 MiB at once (and may wait for
+//!   the kernel to compact memory to find one), so that arm takes longer.
 //! - `seq` is 27 bits: an owner preempted between reading a deadline and its CAS while a remote
 //!   re-arms the same timer 2^27 times could fire on the old deadline.
 
