@@ -69,14 +69,23 @@ pub(crate) struct Mapping {
 
 #[cfg_attr(loom, allow(dead_code))]
 impl Mapping {
-    /// `bytes` (more than 0) of zeroed memory, page-aligned; `None` if the kernel refuses it.
+    /// `bytes` (more than 0) of zeroed memory starting on a huge-page boundary; `None` if the
+    /// kernel refuses it.
+    ///
+    /// The kernel does not always start a mapping on a huge-page boundary, and only whole huge
+    /// pages can be advised, so this maps one huge page more than asked and unmaps the unaligned
+    /// head and the rest of the tail.
     pub(crate) fn zeroed(bytes: usize) -> Option<Mapping> {
+        // SAFETY: `sysconf` reads a constant of the system; no memory is involved.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok()?;
+        let total = bytes.checked_add(HUGE_PAGE_BYTES)?;
+        let kept = bytes.checked_next_multiple_of(page)?;
         // SAFETY: a fresh private anonymous mapping, at an address the kernel picks: it aliases
         // nothing, and no fd is involved.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                bytes,
+                total,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
                 -1,
@@ -86,9 +95,24 @@ impl Mapping {
         if p == libc::MAP_FAILED {
             return None;
         }
-        let start = std::ptr::NonNull::new(p.cast::<u8>())?;
-        advise_huge_pages(start.as_ptr(), bytes);
-        Some(Mapping { start, bytes })
+        let raw = p as usize;
+        // `raw` is page-aligned, so the boundary is at most a huge page less a page past it, and
+        // `kept` is less than `bytes` plus a page: both trimmed ends lie inside the mapping.
+        let start = raw.next_multiple_of(HUGE_PAGE_BYTES);
+        let (head, tail) = (start - raw, raw + total - (start + kept));
+        // SAFETY: `[raw, start)` and `[start + kept, raw + total)` are page-aligned parts of the
+        // mapping just made, which nothing references yet.
+        unsafe {
+            if head > 0 {
+                libc::munmap(p, head);
+            }
+            if tail > 0 {
+                libc::munmap((start + kept) as *mut libc::c_void, tail);
+            }
+        }
+        let start = std::ptr::NonNull::new(start as *mut u8)?;
+        advise_huge_pages(start.as_ptr(), kept);
+        Some(Mapping { start, bytes: kept })
     }
 
     /// The first byte; the mapping's `bytes` follow it, zeroed until written.
@@ -241,7 +265,11 @@ mod tests {
         // what is written, and is unmapped when dropped.
         let bytes = 5 * HUGE_PAGE_BYTES + 4096;
         let map = Mapping::zeroed(bytes).expect("mmap of 10 MiB");
-        assert_eq!(map.start().as_ptr() as usize % 4096, 0, "page-aligned");
+        assert_eq!(
+            map.start().as_ptr() as usize % HUGE_PAGE_BYTES,
+            0,
+            "starts on a huge page"
+        );
         // SAFETY: the mapping holds `bytes` bytes and lives to the end of this block.
         let s = unsafe { std::slice::from_raw_parts_mut(map.start().as_ptr(), bytes) };
         assert!(s.iter().step_by(4096).all(|&b| b == 0));

@@ -766,8 +766,9 @@ impl<T> std::ops::Deref for Records<T> {
         match self {
             Records::Boxed(b) => b,
             #[cfg(not(loom))]
-            // SAFETY: the mapping holds `len` records' bytes (`zeroed_records`), page-aligned,
-            // so aligned for `Record<T>`, zeroed or written as records since, and lives as long
+            // SAFETY: the mapping holds `len` records' bytes (`zeroed_records`); it starts on a
+            // huge page and `zeroed_records` maps only records aligned to 4096 or less, so it is
+            // aligned for `Record<T>`; zeroed or written as records since, and it lives as long
             // as `self`.
             Records::Mapped { map, len, .. } => unsafe {
                 std::slice::from_raw_parts(map.start().as_ptr().cast::<Record<T>>(), *len)
