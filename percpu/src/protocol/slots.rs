@@ -743,61 +743,75 @@ impl<T> Drop for SlotTable<T> {
 /// that it can ask for huge pages (`sys::Mapping`), else in one allocation of the global
 /// allocator. Either way zeroed when made: an untouched part of a large table costs no memory,
 /// and all zeroes is a valid record (atomics at 0, an unfiled filing, a cell of `MaybeUninit`,
-/// any bits).
-enum Records<T> {
-    Boxed(Box<[Record<T>]>),
+/// any bits). The slice is `start` and `len` in both cases, so reaching a record takes no branch
+/// on where it lives; only the drop looks.
+struct Records<T> {
+    start: std::ptr::NonNull<Record<T>>,
+    len: usize,
+    /// The mapping the records live in; `None`: they are a `Box<[Record<T>]>`, taken apart.
     #[cfg(not(loom))]
-    Mapped {
-        map: crate::sys::Mapping,
-        len: usize,
-        _records: std::marker::PhantomData<Record<T>>,
-    },
+    map: Option<crate::sys::Mapping>,
+    _records: std::marker::PhantomData<Record<T>>,
 }
 
 /// Tables of at least this many bytes get a mapping of their own (one huge page).
 #[cfg(not(loom))]
 const MAPPED_BYTES: usize = 2 << 20;
 
+impl<T> Records<T> {
+    fn boxed(records: Box<[Record<T>]>) -> Self {
+        let len = records.len();
+        // `Box::into_raw` is never null (a dangling, aligned pointer for no records).
+        let start = std::ptr::NonNull::new(Box::into_raw(records).cast::<Record<T>>()).unwrap();
+        Records {
+            start,
+            len,
+            #[cfg(not(loom))]
+            map: None,
+            _records: std::marker::PhantomData,
+        }
+    }
+
+    fn is_mapped(&self) -> bool {
+        #[cfg(not(loom))]
+        return self.map.is_some();
+        #[cfg(loom)]
+        false
+    }
+}
+
 impl<T> std::ops::Deref for Records<T> {
     type Target = [Record<T>];
 
     #[inline]
     fn deref(&self) -> &[Record<T>] {
-        match self {
-            Records::Boxed(b) => b,
-            #[cfg(not(loom))]
-            // SAFETY: the mapping holds `len` records' bytes (`zeroed_records`); it starts on a
-            // huge page and `zeroed_records` maps only records aligned to 4096 or less, so it is
-            // aligned for `Record<T>`; zeroed or written as records since, and it lives as long
-            // as `self`.
-            Records::Mapped { map, len, .. } => unsafe {
-                std::slice::from_raw_parts(map.start().as_ptr().cast::<Record<T>>(), *len)
-            },
-        }
+        // SAFETY: `start` and `len` are the records this value owns: a box's, or `len` records'
+        // bytes of its mapping, which starts on a huge page and holds only records aligned to
+        // 4096 or less (`zeroed_records`), so it is aligned; zeroed or written as records since,
+        // and alive as long as `self`.
+        unsafe { std::slice::from_raw_parts(self.start.as_ptr(), self.len) }
     }
 }
 
 impl<T> std::ops::DerefMut for Records<T> {
     #[inline]
     fn deref_mut(&mut self) -> &mut [Record<T>] {
-        match self {
-            Records::Boxed(b) => b,
-            #[cfg(not(loom))]
-            // SAFETY: as in `deref`; `&mut self` makes the borrow exclusive.
-            Records::Mapped { map, len, .. } => unsafe {
-                std::slice::from_raw_parts_mut(map.start().as_ptr().cast::<Record<T>>(), *len)
-            },
-        }
+        // SAFETY: as in `deref`; `&mut self` makes the borrow exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.start.as_ptr(), self.len) }
     }
 }
 
 impl<T> Drop for Records<T> {
     fn drop(&mut self) {
-        #[cfg(not(loom))]
-        if let Records::Mapped { .. } = self {
+        let records = std::ptr::slice_from_raw_parts_mut(self.start.as_ptr(), self.len);
+        if self.is_mapped() {
             // SAFETY: the records are valid and dropped once, here, before the mapping (a field,
             // dropped after this) is unmapped.
-            unsafe { std::ptr::drop_in_place(&mut **self as *mut [Record<T>]) };
+            unsafe { std::ptr::drop_in_place(records) };
+        } else {
+            // SAFETY: `start` and `len` came from `Box::into_raw` of a `Box<[Record<T>]>`
+            // (`boxed`), rebuilt once, here.
+            drop(unsafe { Box::from_raw(records) });
         }
     }
 }
@@ -807,16 +821,17 @@ impl<T> Drop for Records<T> {
 fn zeroed_records<T>(len: usize) -> Records<T> {
     use std::alloc::{Layout, alloc_zeroed, handle_alloc_error};
     if len == 0 || std::mem::size_of::<Record<T>>() == 0 {
-        return Records::Boxed((0..len).map(|_| Record::empty()).collect());
+        return Records::boxed((0..len).map(|_| Record::empty()).collect());
     }
     let layout = Layout::array::<Record<T>>(len).expect("slot table size overflows");
     if layout.size() >= MAPPED_BYTES
         && layout.align() <= 4096
         && let Some(map) = crate::sys::Mapping::zeroed(layout.size())
     {
-        return Records::Mapped {
-            map,
+        return Records {
+            start: map.start().cast::<Record<T>>(),
             len,
+            map: Some(map),
             _records: std::marker::PhantomData,
         };
     }
@@ -828,12 +843,12 @@ fn zeroed_records<T>(len: usize) -> Records<T> {
     // SAFETY: `ptr` is a fresh allocation of `len` records with the global allocator's layout for
     // `[Record<T>; len]`, and all-zero bytes are a valid `Record<T>` (see above), so it is an
     // initialised slice the box may own and free.
-    Records::Boxed(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)) })
+    Records::boxed(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)) })
 }
 
 #[cfg(loom)]
 fn zeroed_records<T>(len: usize) -> Records<T> {
-    Records::Boxed((0..len).map(|_| Record::empty()).collect())
+    Records::boxed((0..len).map(|_| Record::empty()).collect())
 }
 
 impl<T> Record<T> {
@@ -974,10 +989,7 @@ mod tests {
         assert!(len * std::mem::size_of::<Record<std::sync::Arc<()>>>() >= MAPPED_BYTES);
         let marker = std::sync::Arc::new(());
         let t = SlotTable::new(len);
-        assert!(
-            matches!(t.records, Records::Mapped { .. }),
-            "a mapping of its own"
-        );
+        assert!(t.records.is_mapped(), "a mapping of its own");
         assert_eq!(t.len(), len);
         assert!(
             (0..len as u32).step_by(1001).all(|s| t.load(s) == 0),
