@@ -1,41 +1,63 @@
-//! Exact mode's batches: the timers a cascade files on level 1, kept in one array per slot
-//! instead of that slot's list, and the *run*, the batch of the level-1 slot that came due last,
-//! handed out tick by tick.
+//! Exact mode's batches: the timers on level 2 kept in one array per slot instead of that slot's
+//! list; once the clock reaches a slot, its array chained in place by level-1 slot (the
+//! *window*), and the window's timers of the level-1 slot the clock is in chained by tick (the
+//! *run*), handed out tick by tick.
 //!
 //! ## Model
-//! A cascade from level 2 or above reads each timer's expiry anyway; one that lands on level 1
-//! is appended to the batch of its slot with its tick there (its level-0 digit), and its entry
-//! is made the one entry of a list of its own, the list id `base + (slot << 25 | position)`
-//! (`prev` and `next` are `NIL`). When the clock reaches the slot's start, the wheel makes the
-//! batch the run: its positions are chained by tick through the array, and the timers linked
-//! into the slot's list (inserted or relinked there directly) are walked and appended to it.
-//! Each tick of the window is then handed out from its chain. So a timer that came down from
-//! level 2 is read twice on its way out, by the cascade that filed it and when it is handed out,
-//! instead of three times (that cascade, the walk of its level-1 list into level 0's lists, and
-//! the pop off one of those), and the loads of a tick's hand-out come from an array, not from the
-//! previous timer's link.
+//! A timer the wheel places on level 2 (linked there, or moved there by a cascade or a sweep) is
+//! appended to its slot's batch with the tick it is filed for in that slot's window of 4096
+//! ticks (its expiry's two lowest digits), and its entry is made the one entry of a list of its
+//! own, the list id `base + (slot << 25 | position)` (`prev` and `next` are `NIL`). When the
+//! clock reaches the slot's start, the batch becomes the window: its positions are chained by
+//! level-1 slot, from the ticks they were filed for, without reading any entry, and the timers a
+//! cascade brings onto level 1 (from the slot's list, or from a level above) are appended to it.
+//! When the clock reaches a level-1 slot, that slot's chain becomes the run: chained again by
+//! tick, joined by the timers linked into the level-1 slot's list. Each tick of the run is then
+//! handed out from its chain, the loads of its entries issued from the array ahead of the
+//! hand-out.
 //!
-//! An unlink finds the position from the entry's list id alone and leaves `NIL` there; a timer
-//! handed out leaves `NIL` too. A batch whose timers have all left is emptied, and the run's
-//! batch when the next run begins or the next cascade files timers.
+//! So a timer that waits on level 2 is read twice on its way through the wheel, when it is
+//! placed and when it is handed out, instead of four times (the link, the cascade to level 1,
+//! the cascade or walk into the run, the hand-out). The chaining reads only the array, 8 bytes a
+//! timer in the order the timers came.
+//!
+//! A timer that leaves a position (unlinked, moved, handed out) is only counted out: its batch's
+//! count of timers falls, and nothing is written to the position, since a line and a page of
+//! the array per cancel cost more than the list unlink they replace (whose writes land next to
+//! the entry). A position holds its timer while the timer's entry still names it
+//! ([`Links::is_on`]); the hand-out reads the entry anyway, and skips a position whose timer
+//! left. So the chains' counts are of positions, not timers: a level-1 slot or a tick whose
+//! timers all left is still visited once (it hands out nothing). A batch whose timers have all
+//! left is emptied, positions and all; the window then belongs to no slot until a cascade makes
+//! one the window again.
 //!
 //! ## Invariants (checked by [`Batches::check`])
-//! - a position holds a timer iff that timer's entry names the position as its list;
-//! - a waiting batch holds `live[slot]` timers, and its bit in `waiting` is set iff that is not
-//!   zero; a batch with no timers is empty (no positions);
-//! - the run's timers are on the chain of the tick they were filed for, `run_live[tick]` of
-//!   them, with their bits in `run_ticks`; `frozen` is the bit of one of those ticks, or 0;
-//! - the run has timers only while the clock is in its window, and then no cascade files timers
-//!   (a cascade at or above level 2 comes due at the start of a level-2 slot, after the window);
-//!   the wheel hands a tick's run timers out after those linked into the tick's level-0 bucket.
+//! - a position holds a timer iff it names one whose entry names the position as its list; a
+//!   position is named in one entry at most (ids are not reused while a batch has positions);
+//! - batch `s` holds `live[s]` timers; a waiting batch (not the window) has its bit in `waiting`
+//!   set iff that is not zero, and is empty if it is zero; the window holds timers;
+//! - every position of the window that holds a timer is on the chain of the level-1 slot it was
+//!   filed for (`slot_count[s]` positions, with their bits in `chained`), or, for the run's
+//!   level-1 slot, on the chain of its tick (`run_count[t]` positions, bits in `run_ticks`);
+//!   `frozen` is the bit of one of those ticks, or 0;
+//! - waiting batches are level 2's slots after the clock's; the window is the clock's level-2
+//!   slot, its chains level 1's slots after the clock's, and the run the clock's level-1 slot
+//!   (the wheel hands a tick's run timers out after those linked into its level-0 bucket).
 //!
 //! ## Given up
-//! - Memory: 8 bytes a timer waiting on level 1 or in the run (its position), and each batch
-//!   keeps the capacity of the largest it held.
-//! - A timer whose expiry rose while it waited is placed again at the tick it was filed for, not
-//!   at its level-1 slot's start: the wheel reads its expiry then, as it does for a level-0
-//!   bucket.
-//! - A batch holds at most 2^25 timers; past that a cascade links timers into the slot's list.
+//! - Memory: 8 bytes a timer on level 2 (its position), 12 while its batch is the window (the
+//!   chains' links). A position a timer leaves is reused only when its batch is emptied, so a
+//!   batch takes a timer only while it has fewer than twice its timers plus 64 positions; a slot
+//!   whose timers are mostly cancelled or moved before it comes due gets the rest on its list,
+//!   as on the other levels (read again by its cascade). Positions are kept in blocks of 512
+//!   from one pool, given back when a batch is emptied; the pool keeps the most blocks it held.
+//! - The visit of a level-1 slot or tick whose timers all left ([`RawWheel::next_expiry`] may
+//!   name it); a look at each left timer's entry when its tick is handed out.
+//! - A timer whose expiry rose while it waited is placed again at the tick it was filed for,
+//!   not at its slot's start: the wheel reads its expiry then, as it does for a level-0 bucket.
+//! - A batch holds at most 2^25 timers; past that they go on the slot's list.
+//!
+//! [`RawWheel::next_expiry`]: crate::raw::RawWheel::next_expiry
 
 use crate::buckets::Bucket;
 use crate::geometry::SLOTS;
@@ -45,65 +67,190 @@ use crate::lists::{Links, NIL};
 const POSITION_BITS: u32 = 25;
 /// Positions a batch has list ids for.
 const BATCH_LEN: usize = 1 << POSITION_BITS;
-/// Bits of a position's link that hold the next position of its tick's chain.
-const NEXT_BITS: u32 = 26;
-/// The end of a tick's chain (no position is this large).
-const END: u32 = (1 << NEXT_BITS) - 1;
+/// Positions a batch may have beyond twice its timers.
+const SLACK: usize = 64;
+/// The end of a chain (no position is this large).
+const END: u32 = u32::MAX;
 
-/// One position: the timer (`NIL` once it left) and, packed, its tick and the next position of
-/// that tick's chain (meaningful in the run only).
+/// One position: the timer it was given (`NIL` once handed out) and the tick of its level-2
+/// slot's window it was filed for.
 #[derive(Debug, Clone, Copy)]
 struct Filed {
     index: u32,
-    link: u32,
+    tick: u32,
 }
 
 impl Filed {
-    fn new(index: u32, tick: usize, next: u32) -> Self {
-        debug_assert!(tick < SLOTS && next <= END);
-        Filed {
-            index,
-            link: (tick as u32) << NEXT_BITS | next,
+    /// The level-1 slot of the filed tick.
+    #[inline]
+    fn slot(self) -> usize {
+        (self.tick as usize >> 6) & (SLOTS - 1)
+    }
+
+    /// The filed tick within its level-1 slot.
+    #[inline]
+    fn tick_in_slot(self) -> usize {
+        self.tick as usize & (SLOTS - 1)
+    }
+}
+
+/// The tick of `expiry` in its level-2 slot's window (its two lowest digits).
+#[inline(always)]
+fn window_tick(expiry: u64) -> u32 {
+    (expiry & (SLOTS * SLOTS - 1) as u64) as u32
+}
+
+/// log2 of the positions in one block of a batch.
+const BLOCK_BITS: u32 = 9;
+/// Positions in one block (4 KiB).
+const BLOCK: usize = 1 << BLOCK_BITS;
+
+/// The positions of every batch, in blocks of [`BLOCK`] taken from one pool and given back when
+/// a batch is emptied, so that memory follows the timers batched in all, not the largest each
+/// batch held, and [`reserve`](Pool::reserve) can make room for inserts up front.
+#[derive(Debug)]
+struct Pool {
+    blocks: Vec<[Filed; BLOCK]>,
+    /// Blocks no batch uses.
+    free: Vec<u32>,
+    /// Per level-2 slot: its blocks, in order.
+    tables: [Vec<u32>; SLOTS],
+    /// Per level-2 slot: its positions.
+    lens: [u32; SLOTS],
+}
+
+impl Pool {
+    fn new() -> Self {
+        Pool {
+            blocks: Vec::new(),
+            free: Vec::new(),
+            tables: std::array::from_fn(|_| Vec::new()),
+            lens: [0; SLOTS],
         }
     }
 
-    #[inline]
-    fn tick(self) -> usize {
-        (self.link >> NEXT_BITS) as usize & (SLOTS - 1)
+    #[inline(always)]
+    fn len(&self, slot: usize) -> usize {
+        self.lens[slot] as usize
     }
 
-    #[inline]
-    fn next(self) -> u32 {
-        self.link & END
+    #[inline(always)]
+    fn get(&self, slot: usize, at: usize) -> Filed {
+        let block = self.tables[slot][at >> BLOCK_BITS];
+        self.blocks[block as usize][at & (BLOCK - 1)]
+    }
+
+    #[inline(always)]
+    fn get_mut(&mut self, slot: usize, at: usize) -> &mut Filed {
+        let block = self.tables[slot][at >> BLOCK_BITS];
+        &mut self.blocks[block as usize][at & (BLOCK - 1)]
+    }
+
+    /// Appends `filed` to `slot`'s batch.
+    #[inline(always)]
+    fn push(&mut self, slot: usize, filed: Filed) {
+        let at = self.len(slot);
+        if at % BLOCK == 0 {
+            let block = match self.free.pop() {
+                Some(block) => block,
+                None => self.grow(),
+            };
+            self.tables[slot].push(block);
+        }
+        self.lens[slot] += 1;
+        *self.get_mut(slot, at) = filed;
+    }
+
+    /// A new block, for a batch to use.
+    #[cold]
+    fn grow(&mut self) -> u32 {
+        self.blocks.push([VACANT; BLOCK]);
+        (self.blocks.len() - 1) as u32
+    }
+
+    /// Empties `slot`'s batch, its blocks given back.
+    fn clear(&mut self, slot: usize) {
+        self.free.append(&mut self.tables[slot]);
+        self.lens[slot] = 0;
+    }
+
+    /// Makes room for `additional` more positions, in whichever batches they go, without
+    /// allocating: blocks written now, and room for every table to name them.
+    fn reserve(&mut self, additional: usize) {
+        if additional == 0 {
+            return;
+        }
+        let used: usize = self.tables.iter().map(Vec::len).sum();
+        // Each batch may have a block it has only begun; each timer begins one at most.
+        let wanted = used + (additional.div_ceil(BLOCK) + SLOTS).min(additional);
+        let more = wanted.saturating_sub(self.blocks.len());
+        self.blocks.reserve_exact(more);
+        for _ in 0..more {
+            let block = self.grow();
+            self.free.push(block);
+        }
+        // Room to give every block back, and for any one batch to take all the new ones.
+        self.free.reserve(self.blocks.len() - self.free.len());
+        for table in &mut self.tables {
+            table.reserve(additional.div_ceil(BLOCK) + 1);
+        }
+    }
+
+    /// `slot`'s positions in order.
+    fn iter(&self, slot: usize) -> impl Iterator<Item = Filed> + '_ {
+        let len = self.len(slot);
+        self.tables[slot]
+            .iter()
+            .flat_map(|&block| self.blocks[block as usize].iter().copied())
+            .take(len)
     }
 }
 
-/// Where a batched timer waits: in the batch of a level-1 slot, for a tick of that slot's
-/// window, or in the run, for a tick of the window the clock is in.
+/// A block's position before any timer is filed there.
+const VACANT: Filed = Filed {
+    index: NIL,
+    tick: 0,
+};
+
+/// Where a batched timer waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Place {
+    /// In the batch of level-2 `slot`, for `tick` (0..4096) of that slot's window.
     Waiting { slot: usize, tick: usize },
+    /// In the window, on the chain of level-1 `slot`, for `tick` of that slot.
+    Window { slot: usize, tick: usize },
+    /// In the run, for `tick` of the level-0 window the clock is in.
     Run { tick: usize },
 }
 
-/// The batches of level 1 and the run.
+/// The batches of level 2, the window and the run.
 #[derive(Debug)]
 pub(crate) struct Batches {
     /// The list id of position 0 of slot 0's batch.
     base: Bucket,
-    /// Per level-1 slot: its timers by position.
-    batches: Vec<Vec<Filed>>,
-    /// Per slot: timers in its batch (the run's counted in `run_live` instead).
+    /// Per level-2 slot: its positions.
+    batches: Pool,
+    /// Per level-2 slot: the timers in its batch (the window's included).
     live: [u32; SLOTS],
-    /// Bit `s` set iff `live[s] > 0`.
+    /// Bit `s` set iff batch `s` is not the window and `live[s] > 0`.
     waiting: u64,
-    /// The slot whose batch is the run, `SLOTS` if none.
+    /// The level-2 slot whose batch is the window, `SLOTS` if none.
+    window: usize,
+    /// Per position of the window: the next position of its chain, `END` at a chain's end.
+    next: Vec<u32>,
+    /// Per level-1 slot: the first position of the window's chain for it, `END` if none.
+    slot_heads: [u32; SLOTS],
+    /// Per level-1 slot: the positions on its chain.
+    slot_count: [u32; SLOTS],
+    /// Bit `s` set iff `slot_count[s] > 0`.
+    chained: u64,
+    /// The level-1 slot whose chain is the run, `SLOTS` if none.
     run: usize,
     /// Per tick of the run's window: the first position of its chain, `END` if none.
     heads: [u32; SLOTS],
-    /// Per tick: the run's timers for it.
-    run_live: [u32; SLOTS],
-    /// Bit `d` set iff `run_live[d] > 0`.
+    /// Per tick: the positions on its chain.
+    run_count: [u32; SLOTS],
+    /// Bit `d` set iff `run_count[d] > 0`.
     run_ticks: u64,
     /// The bit of the tick being handed out, or 0.
     frozen: u64,
@@ -118,12 +265,17 @@ impl Batches {
         );
         Batches {
             base,
-            batches: (0..SLOTS).map(|_| Vec::new()).collect(),
+            batches: Pool::new(),
             live: [0; SLOTS],
             waiting: 0,
+            window: SLOTS,
+            next: Vec::new(),
+            slot_heads: [END; SLOTS],
+            slot_count: [0; SLOTS],
+            chained: 0,
             run: SLOTS,
             heads: [END; SLOTS],
-            run_live: [0; SLOTS],
+            run_count: [0; SLOTS],
             run_ticks: 0,
             frozen: 0,
         }
@@ -135,115 +287,28 @@ impl Batches {
         list >= self.base
     }
 
-    /// Level 1's slots with a waiting batch.
+    /// Level 2's slots with a waiting batch.
     #[inline]
     pub(crate) fn waiting(&self) -> u64 {
         self.waiting
     }
 
-    /// The ticks of the run's window that have timers left.
+    /// The window's level-1 slots with positions on their chains.
+    #[inline]
+    pub(crate) fn chained(&self) -> u64 {
+        self.chained
+    }
+
+    /// The ticks of the run's window with positions on their chains.
     #[inline]
     pub(crate) fn run_ticks(&self) -> u64 {
         self.run_ticks
-    }
-
-    /// Files a timer a cascade detached, with `expiry`, in the batch of level-1 `slot` for
-    /// `tick`; `false` if the batch is full (link it into the slot's list instead).
-    #[inline(always)]
-    pub(crate) fn file(
-        &mut self,
-        links: &mut impl Links,
-        index: u32,
-        (slot, tick): (usize, usize),
-        expiry: u64,
-    ) -> bool {
-        debug_assert_eq!(self.run, SLOTS, "no cascade files timers during a run");
-        let slot = slot & (SLOTS - 1);
-        let at = self.batches[slot].len();
-        if at >= BATCH_LEN {
-            return false;
-        }
-        links.set_head(index, NIL, self.id(slot, at), expiry);
-        self.batches[slot].push(Filed::new(index, tick, END));
-        self.live[slot] += 1;
-        self.waiting |= 1 << slot;
-        true
     }
 
     /// The list id of `slot`'s position `at`.
     #[inline(always)]
     fn id(&self, slot: usize, at: usize) -> Bucket {
         self.base + ((slot << POSITION_BITS) | at) as Bucket
-    }
-
-    /// Forgets the run, whose timers have all left.
-    #[inline]
-    pub(crate) fn end_run(&mut self) {
-        if self.run == SLOTS {
-            return;
-        }
-        debug_assert_eq!(self.run_ticks, 0, "the run is handed out");
-        self.batches[self.run].clear();
-        self.run = SLOTS;
-        self.heads = [END; SLOTS];
-    }
-
-    /// Makes the batch of level-1 `slot`, whose start the clock has reached, the run, chaining
-    /// its timers by tick; returns how many it holds.
-    pub(crate) fn begin_run(&mut self, slot: usize) -> u64 {
-        self.end_run();
-        let slot = slot & (SLOTS - 1);
-        self.run = slot;
-        self.waiting &= !(1 << slot);
-        let live = std::mem::take(&mut self.live[slot]);
-        for (at, filed) in self.batches[slot].iter_mut().enumerate() {
-            if filed.index == NIL {
-                continue;
-            }
-            let tick = filed.tick();
-            *filed = Filed::new(filed.index, tick, self.heads[tick]);
-            self.heads[tick] = at as u32;
-            self.run_live[tick] += 1;
-            self.run_ticks |= 1 << tick;
-        }
-        u64::from(live)
-    }
-
-    /// Appends a detached timer with `expiry` to the run, for `tick` of its window; `false` if
-    /// the run is full (link it into the level-0 bucket instead).
-    #[inline(always)]
-    pub(crate) fn link_run(
-        &mut self,
-        links: &mut impl Links,
-        index: u32,
-        tick: usize,
-        expiry: u64,
-    ) -> bool {
-        let run = self.run;
-        debug_assert_ne!(run, SLOTS, "a run begun");
-        let at = self.batches[run].len();
-        if at >= BATCH_LEN {
-            return false;
-        }
-        links.set_head(index, NIL, self.id(run, at), expiry);
-        let tick = tick & (SLOTS - 1);
-        self.batches[run].push(Filed::new(index, tick, self.heads[tick]));
-        self.heads[tick] = at as u32;
-        self.run_live[tick] += 1;
-        self.run_ticks |= 1 << tick;
-        true
-    }
-
-    /// Where the timer whose list is `list` (a batch position) waits.
-    #[inline]
-    pub(crate) fn place(&self, list: Bucket) -> Place {
-        let (slot, at) = self.split(list);
-        let tick = self.batches[slot][at].tick();
-        if slot == self.run {
-            Place::Run { tick }
-        } else {
-            Place::Waiting { slot, tick }
-        }
     }
 
     /// The slot and position of the batch position `list`.
@@ -253,30 +318,240 @@ impl Batches {
         ((rel >> POSITION_BITS) & (SLOTS - 1), rel & (BATCH_LEN - 1))
     }
 
-    /// Takes the timer out of the batch position `list`.
-    #[inline]
-    pub(crate) fn unlink(&mut self, list: Bucket) {
+    /// The list id the next timer appended to `slot`'s batch gets; `None` if it has no room.
+    #[inline(always)]
+    fn vacant(&self, slot: usize) -> Option<Bucket> {
+        let at = self.batches.len(slot);
+        let room = at < BATCH_LEN && at < 2 * self.live[slot] as usize + SLACK;
+        room.then(|| self.id(slot, at))
+    }
+
+    /// The list id a new timer filed on level-2 `slot` (a waiting batch) gets, for storage that
+    /// writes the entry itself (see [`shelved`](Self::shelved)); `None` if the batch has no room
+    /// (link it into the slot's list instead).
+    #[inline(always)]
+    pub(crate) fn position(&self, slot: usize) -> Option<Bucket> {
+        debug_assert_ne!(slot, self.window, "level 2 is after the clock's slot");
+        self.vacant(slot & (SLOTS - 1))
+    }
+
+    /// Files a timer with `expiry` in the batch of level-2 `slot`; `false` if the batch has no
+    /// room (link it into the slot's list instead).
+    #[inline(always)]
+    pub(crate) fn shelve(
+        &mut self,
+        links: &mut impl Links,
+        index: u32,
+        slot: usize,
+        expiry: u64,
+    ) -> bool {
+        let Some(list) = self.position(slot) else {
+            return false;
+        };
+        links.set_head(index, NIL, list, expiry);
+        self.shelved(index, list, expiry);
+        true
+    }
+
+    /// The rest of [`shelve`](Self::shelve) once the storage wrote the entry as
+    /// [`Links::set_head`] would, at `list` from [`position`](Self::position) (nothing filed in
+    /// that batch since).
+    #[inline(always)]
+    pub(crate) fn shelved(&mut self, index: u32, list: Bucket, expiry: u64) {
         let (slot, at) = self.split(list);
-        let filed = &mut self.batches[slot][at];
-        debug_assert_ne!(filed.index, NIL, "batch position {list} left twice");
-        filed.index = NIL;
-        let tick = filed.tick();
-        if slot == self.run {
-            self.run_live[tick] -= 1;
-            if self.run_live[tick] == 0 {
-                self.run_ticks &= !(1 << tick);
-                self.frozen &= !(1 << tick);
+        debug_assert_eq!(at, self.batches.len(slot), "the position named");
+        self.batches.push(
+            slot,
+            Filed {
+                index,
+                tick: window_tick(expiry),
+            },
+        );
+        self.live[slot] += 1;
+        self.waiting |= 1 << slot;
+    }
+
+    /// Makes the batch of level-2 `slot` the window, if it is not already (the old window holds
+    /// no timers), chaining its positions by level-1 slot; returns how many timers it holds.
+    pub(crate) fn enter(&mut self, slot: usize) -> u64 {
+        let slot = slot & (SLOTS - 1);
+        if slot == self.window {
+            return 0;
+        }
+        self.leave();
+        self.window = slot;
+        self.waiting &= !(1 << slot);
+        let (next, heads) = (&mut self.next, &mut self.slot_heads);
+        for (at, filed) in self.batches.iter(slot).enumerate() {
+            let to = filed.slot();
+            next.push(heads[to]);
+            heads[to] = at as u32;
+            self.slot_count[to] += 1;
+            self.chained |= 1 << to;
+        }
+        u64::from(self.live[slot])
+    }
+
+    /// Appends a timer a cascade detached, with `expiry` (on level 1 of the clock's level-2
+    /// slot, the window's), to the window's chain of its level-1 slot; `false` if the window has
+    /// no room (link it into the slot's list instead).
+    #[inline(always)]
+    pub(crate) fn file(&mut self, links: &mut impl Links, index: u32, expiry: u64) -> bool {
+        debug_assert_eq!(self.run, SLOTS, "no cascade files timers during a run");
+        let window = self.window & (SLOTS - 1);
+        let Some(list) = self.vacant(window) else {
+            return false;
+        };
+        links.set_head(index, NIL, list, expiry);
+        let filed = Filed {
+            index,
+            tick: window_tick(expiry),
+        };
+        let to = filed.slot();
+        self.batches.push(window, filed);
+        self.next.push(self.slot_heads[to]);
+        self.slot_heads[to] = (self.next.len() - 1) as u32;
+        self.slot_count[to] += 1;
+        self.chained |= 1 << to;
+        self.live[window] += 1;
+        true
+    }
+
+    /// Empties the window, whose timers have all left (so a clock that moves on without a
+    /// cascade leaves no window behind it).
+    fn leave(&mut self) {
+        if self.window == SLOTS {
+            return;
+        }
+        debug_assert_eq!(self.live[self.window], 0, "the window is handed out");
+        self.batches.clear(self.window);
+        self.window = SLOTS;
+        self.next.clear();
+        self.slot_heads = [END; SLOTS];
+        self.slot_count = [0; SLOTS];
+        self.chained = 0;
+        self.run = SLOTS;
+        self.heads = [END; SLOTS];
+        self.run_count = [0; SLOTS];
+        self.run_ticks = 0;
+        self.frozen = 0;
+    }
+
+    /// Leaves the window if it holds no timers, once a cascade is done with it.
+    #[inline]
+    pub(crate) fn settle(&mut self) {
+        if self.window != SLOTS && self.live[self.window] == 0 {
+            self.leave();
+        }
+    }
+
+    /// Forgets the run, whose positions have all been handed out.
+    #[inline]
+    pub(crate) fn end_run(&mut self) {
+        if self.run == SLOTS {
+            return;
+        }
+        debug_assert_eq!(self.run_ticks, 0, "the run is handed out");
+        self.run = SLOTS;
+        self.heads = [END; SLOTS];
+    }
+
+    /// Makes the window's chain of level-1 `slot`, whose start the clock has reached, the run,
+    /// chaining its positions by tick. The window must be the clock's level-2 slot
+    /// ([`enter`](Self::enter)).
+    pub(crate) fn begin_run(&mut self, slot: usize) {
+        self.end_run();
+        let slot = slot & (SLOTS - 1);
+        self.run = slot;
+        self.chained &= !(1 << slot);
+        self.slot_count[slot] = 0;
+        let window = self.window & (SLOTS - 1);
+        let mut at = std::mem::replace(&mut self.slot_heads[slot], END);
+        while at != END {
+            let tick = self.batches.get(window, at as usize).tick_in_slot();
+            let next = std::mem::replace(&mut self.next[at as usize], self.heads[tick]);
+            self.heads[tick] = at;
+            self.run_count[tick] += 1;
+            self.run_ticks |= 1 << tick;
+            at = next;
+        }
+    }
+
+    /// Appends a detached timer with `expiry` to the run, for `tick` of its window; `false` if
+    /// the window has no room (link it into the level-0 bucket instead).
+    #[inline(always)]
+    pub(crate) fn link_run(
+        &mut self,
+        links: &mut impl Links,
+        index: u32,
+        tick: usize,
+        expiry: u64,
+    ) -> bool {
+        debug_assert_ne!(self.run, SLOTS, "a run begun");
+        let window = self.window & (SLOTS - 1);
+        let Some(list) = self.vacant(window) else {
+            return false;
+        };
+        links.set_head(index, NIL, list, expiry);
+        let tick = tick & (SLOTS - 1);
+        let filed = Filed {
+            index,
+            tick: (self.run << 6 | tick) as u32,
+        };
+        self.batches.push(window, filed);
+        self.next.push(self.heads[tick]);
+        self.heads[tick] = (self.next.len() - 1) as u32;
+        self.run_count[tick] += 1;
+        self.run_ticks |= 1 << tick;
+        self.live[window] += 1;
+        true
+    }
+
+    /// Where the timer whose list is `list` (a batch position) waits.
+    #[inline]
+    pub(crate) fn place(&self, list: Bucket) -> Place {
+        let (slot, at) = self.split(list);
+        let filed = self.batches.get(slot, at);
+        if slot != self.window {
+            Place::Waiting {
+                slot,
+                tick: filed.tick as usize,
+            }
+        } else if filed.slot() == self.run {
+            Place::Run {
+                tick: filed.tick_in_slot(),
             }
         } else {
-            self.live[slot] -= 1;
-            if self.live[slot] == 0 {
-                self.waiting &= !(1 << slot);
-                self.batches[slot].clear();
+            Place::Window {
+                slot: filed.slot(),
+                tick: filed.tick_in_slot(),
             }
         }
     }
 
-    /// Starts handing out the run's timers of `tick`, if it has any.
+    /// Counts out the timer of the batch position `list`, which leaves it: the caller's entry
+    /// names another list from now on (see the module doc).
+    #[inline(always)]
+    pub(crate) fn unlink(&mut self, list: Bucket) {
+        let (slot, _) = self.split(list);
+        self.live[slot] -= 1;
+        if self.live[slot] == 0 {
+            self.emptied(slot);
+        }
+    }
+
+    /// Empties the batch of `slot`, whose timers have all left.
+    #[cold]
+    fn emptied(&mut self, slot: usize) {
+        if slot == self.window {
+            self.leave();
+        } else {
+            self.waiting &= !(1 << slot);
+            self.batches.clear(slot);
+        }
+    }
+
+    /// Starts handing out the run's positions of `tick`, if it has any.
     #[inline]
     pub(crate) fn freeze(&mut self, tick: usize) {
         let bit = 1 << (tick & (SLOTS - 1));
@@ -286,81 +561,90 @@ impl Batches {
         }
     }
 
-    /// Calls `f` with each timer of the tick being handed out, if one is, in the order
-    /// [`take`](Self::take) will hand them out (the wheel prefetches their entries).
+    /// Calls `f` with the timer named at each position of the tick being handed out, if one is,
+    /// in the order [`take`](Self::take) will come to them (the wheel prefetches their entries;
+    /// some may have left).
     #[inline]
     pub(crate) fn each_frozen(&self, mut f: impl FnMut(u32)) {
         if self.frozen == 0 {
             return;
         }
         let tick = self.frozen.trailing_zeros() as usize & (SLOTS - 1);
-        let batch = &self.batches[self.run & (SLOTS - 1)];
+        let window = self.window & (SLOTS - 1);
         let mut at = self.heads[tick];
         while at != END {
-            let filed = batch[at as usize];
-            if filed.index != NIL {
-                f(filed.index);
-            }
-            at = filed.next();
+            f(self.batches.get(window, at as usize).index);
+            at = self.next[at as usize];
         }
     }
 
-    /// True if the run is handing out a tick's timers.
+    /// True if the run is handing out a tick's positions.
     #[inline]
     pub(crate) fn frozen(&self) -> bool {
         self.frozen != 0
     }
 
-    /// True if the run is handing out the timers of `tick`.
+    /// True if the run is handing out the positions of `tick`.
     #[inline]
     pub(crate) fn frozen_at(&self, tick: usize) -> bool {
         self.frozen == 1 << (tick & (SLOTS - 1))
     }
 
-    /// Detaches the next timer of the tick being handed out, if one is. Link it again or hand
-    /// it out before the next call.
+    /// Detaches the next timer of the tick being handed out, skipping positions whose timers
+    /// left; `None` once the tick has no positions left. Link the timer again or hand it out
+    /// before the next call.
     #[inline(always)]
-    pub(crate) fn take(&mut self) -> Option<u32> {
-        if self.frozen == 0 {
-            return None;
-        }
-        let tick = self.frozen.trailing_zeros() as usize & (SLOTS - 1);
-        let batch = &mut self.batches[self.run & (SLOTS - 1)];
-        let mut at = self.heads[tick];
-        // `run_live[tick] > 0`: a timer is left on the chain, past the positions it lost.
-        let index = loop {
-            let filed = &mut batch[at as usize];
-            at = filed.next();
-            if filed.index != NIL {
-                break std::mem::replace(&mut filed.index, NIL);
+    pub(crate) fn take(&mut self, links: &impl Links) -> Option<u32> {
+        while self.frozen != 0 {
+            let tick = self.frozen.trailing_zeros() as usize & (SLOTS - 1);
+            let window = self.window & (SLOTS - 1);
+            let at = self.heads[tick];
+            let filed = self.batches.get_mut(window, at as usize);
+            let index = std::mem::replace(&mut filed.index, NIL);
+            self.heads[tick] = self.next[at as usize];
+            self.run_count[tick] -= 1;
+            if self.run_count[tick] == 0 {
+                self.run_ticks &= !self.frozen;
+                self.frozen = 0;
             }
-        };
-        self.heads[tick] = at;
-        self.run_live[tick] -= 1;
-        if self.run_live[tick] == 0 {
-            self.run_ticks &= !self.frozen;
-            self.frozen = 0;
+            if index != NIL && links.is_on(index, self.id(window, at as usize)) {
+                self.live[window] -= 1;
+                if self.live[window] == 0 {
+                    self.leave();
+                }
+                return Some(index);
+            }
         }
-        Some(index)
+        None
     }
 
-    /// Forgets every timer.
+    /// Forgets every timer; the blocks stay, for the timers to come.
     pub(crate) fn clear(&mut self) {
-        *self = Batches::new(self.base);
+        let mut batches = std::mem::replace(&mut self.batches, Pool::new());
+        for slot in 0..SLOTS {
+            batches.clear(slot);
+        }
+        *self = Batches {
+            batches,
+            ..Batches::new(self.base)
+        };
+    }
+
+    /// Makes room for `additional` more timers in the batches, so that filing them allocates
+    /// nothing.
+    pub(crate) fn reserve(&mut self, additional: usize) {
+        self.batches.reserve(additional);
     }
 
     #[cfg(any(test, feature = "test-hooks"))]
     /// Every timer batched, with its list id and where it waits; for checks in tests.
-    pub(crate) fn members(&self) -> Vec<(Bucket, u32, Place)> {
+    pub(crate) fn members(&self, links: &impl Links) -> Vec<(Bucket, u32, Place)> {
         let mut out = Vec::new();
-        for (slot, batch) in self.batches.iter().enumerate() {
-            for (at, filed) in batch.iter().enumerate() {
-                if filed.index != NIL {
-                    out.push((
-                        self.id(slot, at),
-                        filed.index,
-                        self.place(self.id(slot, at)),
-                    ));
+        for slot in 0..SLOTS {
+            for (at, filed) in self.batches.iter(slot).enumerate() {
+                let list = self.id(slot, at);
+                if filed.index != NIL && links.is_on(filed.index, list) {
+                    out.push((list, filed.index, self.place(list)));
                 }
             }
         }
@@ -368,51 +652,80 @@ impl Batches {
     }
 
     #[cfg(any(test, feature = "test-hooks"))]
-    /// Panics unless the counts, bits and chains agree with the positions.
-    pub(crate) fn check(&self) {
+    /// Panics unless the counts, bits and chains agree with the positions and the entries.
+    pub(crate) fn check(&self, links: &impl Links) {
         let mut live = [0u32; SLOTS];
-        let mut run_live = [0u32; SLOTS];
-        for (_, _, place) in self.members() {
-            match place {
-                Place::Waiting { slot, .. } => live[slot] += 1,
-                Place::Run { tick } => run_live[tick] += 1,
-            }
+        let mut named = std::collections::HashSet::new();
+        for (list, index, _) in self.members(links) {
+            live[self.split(list).0] += 1;
+            assert!(named.insert(index), "timer {index} at two positions");
         }
         assert_eq!(live, self.live, "batch counts");
-        assert_eq!(run_live, self.run_live, "run counts");
-        for slot in 0..SLOTS {
-            assert_eq!(self.waiting >> slot & 1 == 1, live[slot] > 0, "slot {slot}");
-            if live[slot] == 0 && slot != self.run {
-                assert!(self.batches[slot].is_empty(), "batch {slot} emptied");
+        for (slot, &timers) in live.iter().enumerate() {
+            let waits = slot != self.window && timers > 0;
+            assert_eq!(self.waiting >> slot & 1 == 1, waits, "slot {slot}");
+            if slot != self.window && timers == 0 {
+                assert_eq!(self.batches.len(slot), 0, "batch {slot} emptied");
             }
-            assert_eq!(
-                self.run_ticks >> slot & 1 == 1,
-                run_live[slot] > 0,
-                "tick {slot}"
-            );
         }
+        if self.window == SLOTS {
+            assert_eq!(
+                self.chained | self.run_ticks | self.frozen,
+                0,
+                "no window, no chains"
+            );
+            return;
+        }
+        assert!(
+            self.live[self.window] > 0,
+            "a window with no timers is left"
+        );
+        let window = self.window;
+        assert_eq!(
+            self.next.len(),
+            self.batches.len(window),
+            "a link a position"
+        );
         assert!(self.frozen.count_ones() <= 1 && self.frozen & !self.run_ticks == 0);
         if self.run == SLOTS {
             assert_eq!(self.run_ticks, 0, "no run, no ticks");
-            return;
+        } else {
+            assert_eq!(
+                self.chained >> self.run & 1,
+                0,
+                "the run's slot is not chained"
+            );
         }
-        assert_eq!(
-            self.waiting >> self.run & 1,
-            0,
-            "the run's slot is not waiting"
-        );
-        // Every timer of the run is on its tick's chain.
-        let batch = &self.batches[self.run];
-        for (tick, &head) in self.heads.iter().enumerate() {
+        // Every position of the window that holds a timer is on its chain, and the counts are
+        // the chains' lengths.
+        let mut on_chain = std::collections::HashSet::new();
+        let mut walk = |head: u32, belongs: &dyn Fn(Filed) -> bool| {
             let mut at = head;
-            let mut on_chain = 0;
+            let mut length = 0;
             while at != END {
-                let filed = batch[at as usize];
-                assert_eq!(filed.tick(), tick, "position {at} on tick {tick}'s chain");
-                on_chain += u32::from(filed.index != NIL);
-                at = filed.next();
+                let filed = self.batches.get(window, at as usize);
+                assert!(belongs(filed), "position {at} on the wrong chain");
+                assert!(on_chain.insert(at), "position {at} on two chains");
+                length += 1;
+                at = self.next[at as usize];
             }
-            assert_eq!(on_chain, run_live[tick], "tick {tick}'s chain");
+            length
+        };
+        for s in 0..SLOTS {
+            let length = walk(self.slot_heads[s], &|f| f.slot() == s);
+            assert_eq!(length, self.slot_count[s], "level-1 slot {s}'s chain");
+            assert_eq!(self.chained >> s & 1 == 1, length > 0, "level-1 slot {s}");
+            let length = walk(self.heads[s], &|f| {
+                f.slot() == self.run && f.tick_in_slot() == s
+            });
+            assert_eq!(length, self.run_count[s], "tick {s}'s chain");
+            assert_eq!(self.run_ticks >> s & 1 == 1, length > 0, "tick {s}");
+        }
+        for (list, _, _) in self.members(links) {
+            let (slot, at) = self.split(list);
+            if slot == self.window {
+                assert!(on_chain.contains(&(at as u32)), "position {at} on no chain");
+            }
         }
     }
 }
@@ -422,76 +735,156 @@ mod tests {
     use super::*;
     use crate::lists::plain::Plain;
 
-    #[test]
-    fn a_batch_becomes_the_run_and_hands_out_by_tick() {
-        let mut links = Plain::with(8);
-        let mut b = Batches::new(100);
-        assert!(b.file(&mut links, 0, (3, 5), 0));
-        assert!(b.file(&mut links, 1, (3, 2), 0));
-        assert!(b.file(&mut links, 2, (3, 5), 0));
-        assert!(b.file(&mut links, 3, (4, 0), 0));
-        assert_eq!(b.waiting(), 0b11000);
-        assert_eq!(links.list(1), 100 + (3 << POSITION_BITS) + 1);
-        assert_eq!(b.place(links.list(3)), Place::Waiting { slot: 4, tick: 0 });
-        b.unlink(links.list(2));
-        b.check();
-        assert_eq!(b.begin_run(3), 2);
-        assert!(b.link_run(&mut links, 5, 5, 0));
-        assert_eq!(b.place(links.list(5)), Place::Run { tick: 5 });
-        assert_eq!(b.run_ticks(), 0b100100);
-        b.check();
-        b.freeze(2);
-        assert_eq!(b.take(), Some(1));
-        assert!(!b.frozen());
-        b.freeze(5);
-        assert!(b.frozen_at(5));
-        assert_eq!(b.take(), Some(5), "newest first");
-        b.unlink(links.list(0));
-        assert!(!b.frozen(), "its last timer left");
-        assert_eq!(b.take(), None);
-        b.check();
-        // Slot 4 waits on; a cascade may file more once the run is over.
-        b.end_run();
-        assert!(b.file(&mut links, 6, (3, 1), 0));
-        assert_eq!(
-            links.list(6),
-            100 + (3 << POSITION_BITS),
-            "the run's batch was emptied"
-        );
-        b.unlink(links.list(3));
-        b.check();
-        assert_eq!(b.waiting(), 0b1000);
+    /// The tick of level-1 `slot`'s tick `tick` in a level-2 window.
+    fn at(slot: u64, tick: u64) -> u64 {
+        slot << 6 | tick
+    }
+
+    /// What the wheel does when a timer leaves a batch: the entry names no position any more.
+    fn leave(b: &mut Batches, links: &mut Plain, index: u32) {
+        b.unlink(links.list(index));
+        links.set_list(index, NIL);
     }
 
     #[test]
-    fn each_frozen_names_what_take_hands_out_in_order() {
+    fn a_batch_becomes_the_window_then_the_run_and_hands_out_by_tick() {
+        let mut links = Plain::with(8);
+        let mut b = Batches::new(100);
+        assert!(b.shelve(&mut links, 0, 7, at(3, 5)));
+        assert!(b.shelve(&mut links, 1, 7, at(3, 2)));
+        assert!(b.shelve(&mut links, 2, 7, at(3, 5)));
+        assert!(b.shelve(&mut links, 3, 7, at(4, 0)));
+        assert!(b.shelve(&mut links, 4, 9, at(0, 0)));
+        assert_eq!(b.waiting(), 1 << 7 | 1 << 9);
+        assert_eq!(links.list(1), 100 + (7 << POSITION_BITS) + 1);
+        assert_eq!(
+            b.place(links.list(3)),
+            Place::Waiting {
+                slot: 7,
+                tick: 4 * 64
+            }
+        );
+        leave(&mut b, &mut links, 2);
+        b.check(&links);
+        assert_eq!(b.enter(7), 3, "timers, not positions");
+        assert_eq!(b.waiting(), 1 << 9);
+        assert_eq!(b.chained(), 1 << 3 | 1 << 4);
+        assert_eq!(b.place(links.list(3)), Place::Window { slot: 4, tick: 0 });
+        b.check(&links);
+        b.begin_run(3);
+        assert!(b.link_run(&mut links, 5, 5, 0));
+        assert_eq!(b.place(links.list(5)), Place::Run { tick: 5 });
+        assert_eq!(b.run_ticks(), 0b100100);
+        b.check(&links);
+        b.freeze(2);
+        assert_eq!(b.take(&links), Some(1));
+        assert!(!b.frozen());
+        b.freeze(5);
+        assert!(b.frozen_at(5));
+        assert_eq!(b.take(&links), Some(5), "newest first");
+        leave(&mut b, &mut links, 0);
+        assert!(
+            b.frozen(),
+            "timer 2's position and timer 0's are left to visit"
+        );
+        assert_eq!(b.take(&links), None, "both left");
+        assert!(!b.frozen());
+        b.check(&links);
+        // Level-1 slot 4 waits on; a cascade may file more once the run is over.
+        b.end_run();
+        assert!(b.file(&mut links, 6, at(5, 1)));
+        assert_eq!(
+            links.list(6),
+            100 + (7 << POSITION_BITS) + 5,
+            "appended to the window's batch"
+        );
+        assert_eq!(b.chained(), 1 << 4 | 1 << 5);
+        leave(&mut b, &mut links, 3);
+        b.check(&links);
+        leave(&mut b, &mut links, 6);
+        assert_eq!(
+            b.chained(),
+            0,
+            "the window's last timer left: the window is left"
+        );
+        b.check(&links);
+        assert_eq!(b.enter(9), 1);
+        b.check(&links);
+        assert_eq!(b.members(&links).len(), 1);
+    }
+
+    #[test]
+    fn each_frozen_names_what_take_comes_to_in_order() {
         let mut links = Plain::with(16);
         let mut b = Batches::new(100);
         for i in 0..6 {
-            assert!(b.file(&mut links, i, (2, if i % 2 == 0 { 7 } else { 9 }), 0));
+            let tick = if i % 2 == 0 { 7 } else { 9 };
+            assert!(b.shelve(&mut links, i, 2, at(1, tick)));
         }
-        b.begin_run(2);
+        b.enter(2);
+        b.begin_run(1);
         assert!(b.link_run(&mut links, 10, 7, 0));
-        b.unlink(links.list(2));
+        leave(&mut b, &mut links, 2);
         let mut named = Vec::new();
         b.each_frozen(|i| named.push(i));
         assert!(named.is_empty(), "nothing frozen");
         b.freeze(7);
         b.each_frozen(|i| named.push(i));
+        assert_eq!(
+            named,
+            [10, 0, 2, 4],
+            "every position, the one that left too"
+        );
         let mut taken = Vec::new();
-        while let Some(i) = b.take() {
+        while let Some(i) = b.take(&links) {
             taken.push(i);
         }
-        assert_eq!(named, taken);
-        assert_eq!(
-            taken,
-            [10, 4, 0],
-            "tick 7's timers, newest first, without the one that left"
-        );
+        assert_eq!(taken, [10, 0, 4], "without the one that left");
         b.freeze(9);
         named.clear();
         b.each_frozen(|i| named.push(i));
-        assert_eq!(named, [5, 3, 1]);
-        b.check();
+        assert_eq!(named, [1, 3, 5]);
+        b.check(&links);
+    }
+
+    #[test]
+    fn a_timer_moved_within_its_batch_is_handed_out_once() {
+        let mut links = Plain::with(4);
+        let mut b = Batches::new(100);
+        assert!(b.shelve(&mut links, 0, 3, at(2, 9)));
+        assert!(b.shelve(&mut links, 1, 3, at(2, 9)));
+        // Timer 0 moves earlier in the same batch: a new position; the old one stays behind.
+        let old = links.list(0);
+        assert!(b.shelve(&mut links, 0, 3, at(2, 4)));
+        b.unlink(old);
+        b.check(&links);
+        b.enter(3);
+        b.begin_run(2);
+        b.freeze(4);
+        assert_eq!(b.take(&links), Some(0));
+        b.freeze(9);
+        assert_eq!(b.take(&links), Some(1), "timer 0's old position is skipped");
+        assert_eq!(b.take(&links), None);
+        assert_eq!(b.chained() | b.run_ticks(), 0, "the window is left");
+        b.check(&links);
+    }
+
+    #[test]
+    fn a_batch_of_holes_takes_no_more_timers() {
+        let mut links = Plain::with(256);
+        let mut b = Batches::new(100);
+        assert!(b.shelve(&mut links, 0, 4, 0), "one that stays");
+        let mut filed = 1;
+        // Every other timer leaves at once: positions grow twice as fast as the timers.
+        while b.shelve(&mut links, filed, 4, 0) {
+            leave(&mut b, &mut links, filed);
+            filed += 1;
+        }
+        assert_eq!(filed as usize, 2 + SLACK, "2 * 1 timer + {SLACK} positions");
+        assert!(b.position(4).is_none());
+        assert!(b.position(5).is_some(), "other batches have room");
+        leave(&mut b, &mut links, 0);
+        assert!(b.position(4).is_some(), "emptied, so room again");
+        b.check(&links);
     }
 }

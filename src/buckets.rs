@@ -33,7 +33,7 @@
 
 use crate::batches::Batches;
 use crate::geometry::{MAX_LEVELS, SLOT_BITS, SLOT_MASK, SLOTS};
-use crate::lists::{Detached, Links, Lists};
+use crate::lists::{Detached, Links, Lists, NIL};
 
 /// A list identifier: `level * 64 + slot` for wheel buckets, then `due` and `overflow`.
 pub(crate) type Bucket = u32;
@@ -72,6 +72,14 @@ pub(crate) fn is_wheel_bucket(bucket: Bucket, levels: usize) -> bool {
     (bucket as usize) < levels * SLOTS
 }
 
+/// True for a list whose timers the wheel reads again when it comes due (a wheel bucket, or a
+/// batch position of Exact mode's), so that a timer whose expiry rises can stay there: every
+/// list but `due` and `overflow`.
+#[inline]
+pub(crate) fn is_read_again(bucket: Bucket, levels: usize) -> bool {
+    bucket < due_bucket(levels) || bucket > overflow_bucket(levels)
+}
+
 /// The bit of `slot` in a level's bitmap.
 #[inline]
 fn slot_bit(slot: usize) -> u64 {
@@ -108,15 +116,18 @@ pub(crate) struct Buckets {
     overflow_occupied: bool,
     /// At most every expiry on the overflow list; meaningful only while that list is non-empty.
     overflow_bound: u64,
-    /// Exact mode: level 1's timers filed by cascades, and the run (`batches.rs`); their list
-    /// ids follow `overflow`.
+    /// Exact mode: level 2's timers, the window and the run (`batches.rs`); their list ids
+    /// follow `overflow`.
     pub(crate) batches: Batches,
+    /// Exact mode: level 2's timers go into batches (false in Coarse mode, or with fewer than
+    /// three levels).
+    batched: bool,
 }
 
 impl Buckets {
     /// Lists for `levels` levels, the first `few_chain_lists` of four chains, the others of eight
-    /// (see `lists.rs`).
-    pub(crate) fn new(levels: usize, few_chain_lists: u32) -> Self {
+    /// (see `lists.rs`); level 2's timers in batches if `batched`.
+    pub(crate) fn new(levels: usize, few_chain_lists: u32, batched: bool) -> Self {
         debug_assert!((1..=MAX_LEVELS).contains(&levels));
         Buckets {
             lists: Lists::new(levels * SLOTS + 2, few_chain_lists),
@@ -129,7 +140,15 @@ impl Buckets {
             overflow_occupied: false,
             overflow_bound: u64::MAX,
             batches: Batches::new(overflow_bucket(levels) + 1),
+            batched: batched && levels > 2,
         }
+    }
+
+    /// The level-2 slot of `bucket` if its timers go into batches.
+    #[inline(always)]
+    fn batch_slot(&self, bucket: Bucket) -> Option<usize> {
+        let (level, slot) = level_and_slot(bucket);
+        (self.batched && level == 2).then_some(slot)
     }
 
     /// The list of timers whose expiry has been reached.
@@ -188,26 +207,48 @@ impl Buckets {
         self.link_detached(links, bucket, index, expiry);
     }
 
-    /// The timer a new timer `index` goes in front of on `bucket` (see
-    /// [`inserted_front`](Self::inserted_front)).
+    /// Where a new timer `index` goes on `bucket` (see [`inserted_front`](Self::inserted_front)):
+    /// the list its entry records (`bucket`, or a batch position) and the timer it goes in front
+    /// of there (`NIL` in a batch).
     #[inline]
-    pub(crate) fn front(&self, bucket: Bucket, index: u32) -> u32 {
-        self.lists.front(bucket, index)
+    pub(crate) fn front(&self, bucket: Bucket, index: u32) -> (Bucket, u32) {
+        match self
+            .batch_slot(bucket)
+            .and_then(|slot| self.batches.position(slot))
+        {
+            Some(position) => (position, NIL),
+            None => (bucket, self.lists.front(bucket, index)),
+        }
     }
 
     /// [`insert`](Self::insert) of a new timer whose storage wrote its links as
-    /// [`Links::set_head`] would, in front of `head`, from [`front`](Self::front).
+    /// [`Links::set_head`] would, on `list` in front of `head`, from [`front`](Self::front).
     #[inline]
     pub(crate) fn inserted_front(
         &mut self,
         links: &mut impl Links,
-        bucket: Bucket,
-        (index, head): (u32, u32),
+        (list, index, head): (Bucket, u32, u32),
         expiry: u64,
     ) {
         self.len += 1;
-        self.lists.pushed_front(links, bucket, index, head);
-        self.linked(bucket, expiry);
+        self.pushed(links, (list, index, head), expiry);
+    }
+
+    /// Joins a timer whose entry was written as [`Links::set_head`] would, on `list` in front of
+    /// `head` (from [`front`](Self::front)), to that list or batch.
+    #[inline(always)]
+    fn pushed(
+        &mut self,
+        links: &mut impl Links,
+        (list, index, head): (Bucket, u32, u32),
+        expiry: u64,
+    ) {
+        if self.batches.holds(list) {
+            self.batches.shelved(index, list, expiry);
+        } else {
+            self.lists.pushed_front(links, list, index, head);
+            self.linked(list, expiry);
+        }
     }
 
     /// Takes a linked timer off its list for good; returns the bucket it was on.
@@ -215,6 +256,10 @@ impl Buckets {
     pub(crate) fn remove(&mut self, links: &mut impl Links, index: u32) -> Bucket {
         let fields = links.unlink_fields(index);
         self.unlink_known(links, index, fields);
+        if self.batches.holds(fields.2) {
+            // The position is left as it is: the entry must stop naming it (`Links::is_on`).
+            links.set_list(index, NIL);
+        }
         self.len -= 1;
         fields.2
     }
@@ -247,7 +292,7 @@ impl Buckets {
     }
 
     /// [`relink`](Self::relink) of a timer whose storage read its old links `old` (`next`,
-    /// `prev`, `list`) and wrote it as the head of `bucket` in front of `head`, from
+    /// `prev`, `list`) and wrote it as the head of `list` in front of `head`, from
     /// [`front`](Self::front): joins the old neighbours and the new head to it.
     #[inline]
     pub(crate) fn moved(
@@ -255,13 +300,14 @@ impl Buckets {
         links: &mut impl Links,
         index: u32,
         old: (u32, u32, Bucket),
-        (bucket, head): (Bucket, u32),
+        (list, head): (Bucket, u32),
         expiry: u64,
     ) {
-        debug_assert_ne!(old.2, bucket, "a move within a list sets the expiry only");
+        debug_assert_ne!(old.2, list, "a move within a list sets the expiry only");
+        // The new place first: leaving a batch may empty it, which would free the position
+        // `front` named if the timer moves within that batch.
+        self.pushed(links, (list, index, head), expiry);
         self.unlink_known(links, index, old);
-        self.lists.pushed_front(links, bucket, index, head);
-        self.linked(bucket, expiry);
     }
 
     /// Detaches every timer of `bucket` (which becomes empty, so unfrozen); walk them with
@@ -289,6 +335,11 @@ impl Buckets {
         index: u32,
         expiry: u64,
     ) {
+        if let Some(slot) = self.batch_slot(bucket) {
+            if self.batches.shelve(links, index, slot, expiry) {
+                return;
+            }
+        }
         self.lists.push_front(links, bucket, index, expiry);
         self.linked(bucket, expiry);
     }
@@ -302,6 +353,9 @@ impl Buckets {
         index: u32,
         expiry: u64,
     ) {
+        if level == 2 && self.batched && self.batches.shelve(links, index, slot, expiry) {
+            return;
+        }
         self.lists
             .push_front(links, wheel_bucket(level, slot), index, expiry);
         self.occupied[level] |= slot_bit(slot);
@@ -417,13 +471,15 @@ impl Buckets {
 
     /// The lowest level with an occupied bucket, and the first occupied slot at or after `from`
     /// on it (no wrap: Exact keeps every slot at or after the clock's digit).
-    /// The run's ticks count as level 0's slots, the waiting batches as level 1's.
+    /// The run's ticks count as level 0's slots, the window's chains as level 1's and the
+    /// waiting batches as level 2's.
     pub(crate) fn first_occupied(&self, from: impl Fn(usize) -> usize) -> Option<(usize, usize)> {
         let (level, bits) = (0..self.levels)
             .map(|level| {
                 let batched = match level {
                     0 => self.batches.run_ticks(),
-                    1 => self.batches.waiting(),
+                    1 => self.batches.chained(),
+                    2 => self.batches.waiting(),
                     _ => 0,
                 };
                 (level, self.occupied[level] | batched)
@@ -507,7 +563,6 @@ impl Buckets {
     #[cfg(any(test, feature = "test-hooks"))]
     /// Panics unless every bitmap bit agrees with its list. O(buckets).
     pub(crate) fn check_bitmaps(&self) {
-        self.batches.check();
         assert_eq!(
             self.due_occupied,
             !self.lists.is_empty(self.due()),
@@ -566,7 +621,7 @@ mod tests {
     #[test]
     fn link_and_unlink_keep_the_bits() {
         let mut l = Plain::with(4);
-        let mut b = Buckets::new(2, 4);
+        let mut b = Buckets::new(2, 4, false);
         let bucket = wheel_bucket(1, 7);
         let (x, y) = (0, 1);
         b.insert(&mut l, bucket, x, 10);
@@ -591,7 +646,7 @@ mod tests {
     #[test]
     fn overflow_bound_is_kept_on_link() {
         let mut l = Plain::with(4);
-        let mut b = Buckets::new(1, 4);
+        let mut b = Buckets::new(1, 4, false);
         let over = b.overflow();
         b.insert(&mut l, over, 0, 500);
         b.insert(&mut l, over, 1, 700);

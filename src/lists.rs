@@ -61,8 +61,9 @@ pub(crate) fn few_chain_lists(mode: crate::Mode) -> u32 {
 /// The per-timer fields a wheel reads and writes, kept by the caller at index `index`.
 ///
 /// The wheel calls these only for indices it was given ([`RawWheel::link`](crate::raw::RawWheel::link))
-/// and has not handed back. Getters of an index the wheel never linked may return anything; the
-/// wheel does not call them.
+/// and has not handed back, but for [`is_on`](Self::is_on), which it also calls for an index it
+/// unlinked or handed back (see there). Getters of an index the wheel never linked may return
+/// anything; the wheel does not call them.
 pub trait Links {
     /// The next entry of the chain, or [`NIL`].
     fn next(&self, index: u32) -> u32;
@@ -76,6 +77,17 @@ pub trait Links {
     fn list(&self, index: u32) -> u32;
     /// Records the list the entry is on.
     fn set_list(&mut self, index: u32, list: u32);
+    /// True if `index` is linked and its list is `list`. Exact mode asks this of every index it
+    /// filed in a batch position when the position's tick comes due, also of one that has left
+    /// the position since (unlinked, moved or handed out): the wheel writes nothing to a
+    /// position a timer leaves. The default, `list(index) == list`, is right for storage whose
+    /// `list` keeps returning the last value set while the index is unlinked (the wheel's
+    /// [`unlink`](crate::raw::RawWheel::unlink) sets it to [`NIL`]) or while the index is in use
+    /// for another timer; storage that frees an index's fields must say `false` for it.
+    #[inline(always)]
+    fn is_on(&self, index: u32, list: u32) -> bool {
+        self.list(index) == list
+    }
     /// The tick to place and fire the entry by. The wheel reads it once per placement and files
     /// the entry by what it read. Storage may let it move (see [`RawWheel`](crate::raw::RawWheel)
     /// for what the wheel then promises).

@@ -173,7 +173,11 @@ impl RawWheel {
             mode,
             levels,
             clock: start,
-            buckets: Buckets::new(levels, crate::lists::few_chain_lists(mode)),
+            buckets: Buckets::new(
+                levels,
+                crate::lists::few_chain_lists(mode),
+                mode == Mode::Exact,
+            ),
             stats: Stats::default(),
             cleared: 0,
         }
@@ -191,25 +195,26 @@ impl RawWheel {
     }
 
     /// [`link`](Self::link) in two halves, for storage that writes a new timer whole: `locate`
-    /// gives the bucket and expiry of `deadline`, this the timer `index` goes in front of there
-    /// (see [`Lists::front`](crate::lists::Lists::front)); the storage writes the entry as
-    /// [`Links::set_head`] would and [`linked_new`](Self::linked_new) links the rest.
+    /// gives the bucket and expiry of `deadline`, this the list the entry records there (the
+    /// bucket, or a batch position) and the timer `index` goes in front of on it (see
+    /// [`Buckets::front`]); the storage writes the entry as [`Links::set_head`] would and
+    /// [`linked_new`](Self::linked_new) links the rest.
     #[inline]
-    pub(crate) fn front(&self, bucket: Bucket, index: u32) -> u32 {
+    pub(crate) fn front(&self, bucket: Bucket, index: u32) -> (Bucket, u32) {
         self.buckets.front(bucket, index)
     }
 
-    /// The second half of [`front`](Self::front).
+    /// The second half of [`front`](Self::front), for the timer `index` written on `list` in
+    /// front of `head`.
     #[inline]
     pub(crate) fn linked_new<L: Links>(
         &mut self,
         links: &mut L,
-        bucket: Bucket,
-        (index, head): (u32, u32),
+        (list, index, head): (Bucket, u32, u32),
         expiry: u64,
     ) {
         self.buckets
-            .inserted_front(links, bucket, (index, head), expiry);
+            .inserted_front(links, (list, index, head), expiry);
         self.stats.inserted += 1;
     }
 
@@ -262,44 +267,25 @@ impl RawWheel {
         expiry
     }
 
-    /// Exact mode: defers a timer in a batch (`batches.rs`) whose expiry rises to `expiry`: only
-    /// the expiry is rewritten, as for a timer in a wheel bucket, since the wheel reads it again
-    /// at the tick the timer was filed for, which is no later than its old expiry. `false`, and
-    /// nothing done, for a timer elsewhere or an expiry that falls.
-    #[inline]
-    pub(crate) fn defer_batched<L: Links>(
-        &mut self,
-        links: &mut L,
-        index: u32,
-        expiry: u64,
-    ) -> bool {
-        if !self.buckets.batches.holds(links.list(index)) || expiry < links.expiry(index) {
-            return false;
-        }
-        links.set_expiry(index, expiry);
-        self.stats.resets_deferred += 1;
-        true
-    }
-
     /// [`move_to`](Self::move_to) in two halves, for storage that rewrites the entry itself, as
     /// an insert does (see [`front`](Self::front)): `prepare_move` thaws `bucket` if need be and
-    /// names the entry the timer goes in front of there; the storage reads the entry's old
-    /// `next`, `prev` and `list`, writes it as [`Links::set_head`] would (or, already on `bucket`,
-    /// sets only its expiry), and [`moved`](Self::moved) joins the old neighbours and the new.
-    /// One lookup of the entry instead of three.
+    /// names the list the entry records there and the entry the timer goes in front of; the
+    /// storage reads the entry's old `next`, `prev` and `list`, writes it as [`Links::set_head`]
+    /// would (or, already on that list, sets only its expiry), and [`moved`](Self::moved) joins
+    /// the old neighbours and the new. One lookup of the entry instead of three.
     #[inline]
     pub(crate) fn prepare_move<L: Links>(
         &mut self,
         links: &mut L,
         index: u32,
         bucket: Bucket,
-    ) -> u32 {
+    ) -> (Bucket, u32) {
         self.settle(links, bucket);
         self.buckets.front(bucket, index)
     }
 
     /// The second half of [`prepare_move`](Self::prepare_move), for a timer that left the list
-    /// `old.2` (with neighbours `old.0` after it and `old.1` before it) for `bucket`, in front of
+    /// `old.2` (with neighbours `old.0` after it and `old.1` before it) for `list`, in front of
     /// `head`; `old` is `None` if it stayed on its list and only its expiry changed.
     #[inline]
     pub(crate) fn moved<L: Links>(
@@ -307,17 +293,15 @@ impl RawWheel {
         links: &mut L,
         index: u32,
         old: Option<(u32, u32, u32)>,
-        (bucket, head): (Bucket, u32),
+        (list, head): (Bucket, u32),
         expiry: u64,
     ) {
         match old {
             None => {
-                self.buckets.expiry_set(bucket, expiry);
+                self.buckets.expiry_set(list, expiry);
                 self.stats.resets_in_place += 1;
             }
-            Some(old) => self
-                .buckets
-                .moved(links, index, old, (bucket, head), expiry),
+            Some(old) => self.buckets.moved(links, index, old, (list, head), expiry),
         }
     }
 
@@ -391,7 +375,7 @@ impl RawWheel {
         }
         let (index, expiry) = if let Some(bucket) = self.buckets.first_frozen() {
             self.buckets.take_front_occupied(links, bucket)
-        } else if let Some(index) = self.buckets.batches.take() {
+        } else if let Some(index) = self.buckets.batches.take(links) {
             // Exact: the run's timers of this tick, after those linked into its bucket.
             (index, links.expiry(index))
         } else {
@@ -414,11 +398,7 @@ impl RawWheel {
         let bucket = links.list(index);
         if self.buckets.batches.holds(bucket) {
             // Read when the tick it was filed for comes due.
-            return Some(match self.buckets.batches.place(bucket) {
-                Place::Run { tick } if self.buckets.batches.frozen_at(tick) => self.clock,
-                Place::Run { tick } => slot_start(self.clock, 0, tick),
-                Place::Waiting { slot, tick } => slot_start(self.clock, 1, slot) + tick as u64,
-            });
+            return Some(self.batched_tick(bucket));
         }
         if !self.buckets.is_wheel(bucket) {
             return None;
@@ -431,6 +411,17 @@ impl RawWheel {
             Mode::Exact => slot_start(self.clock, level, slot),
             Mode::Coarse => coarse_slot_tick(self.clock, level, slot),
         })
+    }
+
+    /// The tick at which the timer in the batch position `list` is next read: the one it was
+    /// filed for, or the clock in a tick being handed out.
+    fn batched_tick(&self, list: Bucket) -> u64 {
+        match self.buckets.batches.place(list) {
+            Place::Run { tick } if self.buckets.batches.frozen_at(tick) => self.clock,
+            Place::Run { tick } => slot_start(self.clock, 0, tick),
+            Place::Window { slot, tick } => slot_start(self.clock, 1, slot) + tick as u64,
+            Place::Waiting { slot, tick } => slot_start(self.clock, 2, slot) + tick as u64,
+        }
     }
 
     /// A tick at which something may be due, never later than the earliest linked expiry or the
@@ -668,27 +659,27 @@ impl RawWheel {
     }
 
     /// Exact mode: re-places every timer of a slot relative to the clock (the slot's start).
-    /// One that lands on level 1 is filed in that slot's batch (`batches.rs`).
+    /// The clock's level-2 slot becomes the window (`batches.rs`): a level-2 slot's batch is
+    /// chained there by level-1 slot without reading its timers, and a timer of the slot's list
+    /// (or of a slot above) that lands on level 1 is appended to the window.
     fn cascade<L: Links>(&mut self, links: &mut L, bucket: Bucket) {
-        if level_and_slot(bucket).0 == 1 {
+        let (level, slot) = level_and_slot(bucket);
+        if level == 1 {
             return self.collect(links, bucket);
         }
-        // A run's window ends before any slot above level 1 comes due.
-        self.buckets.batches.end_run();
+        // The window (and its run) ends before any slot above level 1 comes due.
+        let mut moved = self.buckets.batches.enter(if level == 2 {
+            slot
+        } else {
+            slot_for(self.clock, 2)
+        });
         let mut detached = self.buckets.take(bucket);
-        let mut moved = 0;
         while let Some((index, expiry)) = Buckets::next_detached(links, &mut detached) {
             // Down a level at least, unless the expiry rose past this slot. Nearly always to a
             // wheel bucket: that case goes straight there.
             match exact_slot(self.levels, self.clock, expiry) {
-                Some((1, slot))
-                    if expiry > self.clock
-                        && self.buckets.batches.file(
-                            links,
-                            index,
-                            (slot, slot_for(expiry, 0)),
-                            expiry,
-                        ) => {}
+                Some((1, _))
+                    if expiry > self.clock && self.buckets.batches.file(links, index, expiry) => {}
                 Some((level, slot)) if expiry > self.clock => {
                     self.buckets.link_wheel(links, (level, slot), index, expiry);
                 }
@@ -699,17 +690,26 @@ impl RawWheel {
             }
             moved += 1;
         }
+        // A level-2 batch's timers filed for the first 64 ticks are on the chain of the level-1
+        // slot the clock has reached: they are the run now, beside level 0's buckets.
+        if self.buckets.batches.chained() & 1 << slot_for(self.clock, 1) != 0 {
+            self.buckets.batches.begin_run(slot_for(self.clock, 1));
+        }
+        self.buckets.batches.settle();
         self.stats.cascades += moved;
     }
 
-    /// Exact mode: the cascade of a level-1 slot, whose start the clock has reached. Its batch
-    /// becomes the run, and the timers linked into its list join the run by tick rather than
-    /// the level-0 buckets of the window the clock entered (which are empty: every earlier event
-    /// has been handled). A timer whose expiry rose past the window, or one the run has no room
-    /// for, is placed as a cascade places it.
+    /// Exact mode: the cascade of a level-1 slot, whose start the clock has reached. Its chain
+    /// of the window becomes the run, and the timers linked into its list join the run by tick
+    /// rather than the level-0 buckets of the window the clock entered (which are empty: every
+    /// earlier event has been handled). A timer whose expiry rose past the window, or one the
+    /// run has no room for, is placed as a cascade places it.
     fn collect<L: Links>(&mut self, links: &mut L, bucket: Bucket) {
         let mut detached = self.buckets.take(bucket);
-        let mut moved = self.buckets.batches.begin_run(level_and_slot(bucket).1);
+        // The window is the clock's level-2 slot: entered by that slot's cascade, or here if the
+        // slot had nothing on level 2.
+        let mut moved = self.buckets.batches.enter(slot_for(self.clock, 2));
+        self.buckets.batches.begin_run(level_and_slot(bucket).1);
         let window = self.clock >> SLOT_BITS;
         while let Some((index, expiry)) = Buckets::next_detached(links, &mut detached) {
             let in_run = expiry > self.clock
@@ -724,6 +724,7 @@ impl RawWheel {
             }
             moved += 1;
         }
+        self.buckets.batches.settle();
         self.stats.cascades += moved;
     }
 
@@ -752,6 +753,7 @@ impl RawWheel {
     #[cfg(feature = "test-hooks")]
     pub(crate) fn check_invariants<L: Links>(&self, links: &L) {
         self.buckets.check_bitmaps();
+        self.buckets.batches.check(links);
         let mut seen = 0;
         for bucket in 0..(self.levels * SLOTS + 2) as Bucket {
             for index in self.buckets.members(links, bucket) {
@@ -772,7 +774,7 @@ impl RawWheel {
                 }
             }
         }
-        for (bucket, index, place) in self.buckets.batches.members() {
+        for (bucket, index, place) in self.buckets.batches.members(links) {
             seen += 1;
             assert_eq!(self.mode, Mode::Exact, "batches in Coarse mode");
             assert_eq!(
@@ -781,17 +783,19 @@ impl RawWheel {
                 "entry {index} records its position"
             );
             let expiry = links.expiry(index);
-            let tick = match place {
+            match place {
                 Place::Run { tick } if self.buckets.batches.frozen_at(tick) => continue,
-                Place::Run { tick } => slot_start(self.clock, 0, tick),
-                Place::Waiting { slot, tick } => {
-                    assert!(
-                        slot > slot_for(self.clock, 1),
-                        "batch {slot} behind the clock"
-                    );
-                    slot_start(self.clock, 1, slot) + tick as u64
-                }
-            };
+                Place::Run { .. } => {}
+                Place::Window { slot, .. } => assert!(
+                    slot > slot_for(self.clock, 1),
+                    "window slot {slot} behind the clock"
+                ),
+                Place::Waiting { slot, .. } => assert!(
+                    slot > slot_for(self.clock, 2),
+                    "batch {slot} behind the clock"
+                ),
+            }
+            let tick = self.batched_tick(bucket);
             assert!(
                 tick > self.clock,
                 "{place:?} behind the clock {}",

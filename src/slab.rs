@@ -397,6 +397,12 @@ impl<T, S: Store<T>> Links for Slab<T, S> {
     }
 
     #[inline(always)]
+    fn is_on(&self, index: u32, list: u32) -> bool {
+        // A cancelled timer's entry is vacant, or holds a newer timer on its own list.
+        matches!(&self.entries[index].slot, Slot::Occupied(timer) if timer.list() == list)
+    }
+
+    #[inline(always)]
     fn set_list(&mut self, index: u32, list: u32) {
         self.timer_mut(index).list_plus_one = plus_one(list);
     }

@@ -16,7 +16,7 @@
 //! ## Given up
 //! See `raw.rs`: `next_expiry` may name a tick at which a timer pushed later only moves.
 
-use crate::buckets::{is_wheel_bucket, level_and_slot};
+use crate::buckets::{is_read_again, is_wheel_bucket, level_and_slot};
 use crate::geometry::coarse_expiry_stays;
 use crate::raw::{RawWheel, place};
 use crate::slab::{Chunks, Flat, MAX_ENTRIES, Slab, Store};
@@ -150,9 +150,9 @@ impl<T> Wheel<T> {
             // Placed first, so that the entry is written once, whole, with its links: a link
             // through `Links` would write it a second time.
             let (bucket, expiry) = self.raw.locate(slab, deadline);
-            let head = self.raw.front(bucket, index);
-            let generation = slab.insert_head(index, (head, bucket, expiry), value);
-            self.raw.linked_new(slab, bucket, (index, head), expiry);
+            let (list, head) = self.raw.front(bucket, index);
+            let generation = slab.insert_head(index, (head, list, expiry), value);
+            self.raw.linked_new(slab, (list, index, head), expiry);
             Ok(TimerId { index, generation })
         })
     }
@@ -180,7 +180,14 @@ impl<T> Wheel<T> {
         };
         // Within the limit the store always has room, so a refusal here is only defensive.
         let made = with_slab!(&mut self.slab, slab => slab.reserve(wanted));
-        if made { Ok(()) } else { Err(Full(additional)) }
+        if !made {
+            return Err(Full(additional));
+        }
+        if self.raw.mode() == Mode::Exact {
+            // Exact files timers 4096 ticks out or more in arrays beside the entries.
+            self.raw.buckets.batches.reserve(additional);
+        }
+        Ok(())
     }
 
     /// Removes a pending timer and returns its value; `None` if `id` is stale or foreign.
@@ -233,11 +240,11 @@ impl<T> Wheel<T> {
             let (old_bucket, old_expiry) = (timer.list(), *timer_expiry);
             let stats = &mut self.raw.stats;
             stats.resets += 1;
-            if mode == Mode::Exact && deadline >= old_expiry && is_wheel_bucket(old_bucket, levels) {
+            if mode == Mode::Exact && deadline >= old_expiry && is_read_again(old_bucket, levels) {
                 // The same deferral as below; an Exact expiry is the deadline itself, so there is
                 // nothing to compute (a deadline past the top level goes to the overflow list when
-                // the timer is placed again). On a wheel bucket, no overflow bound to keep. (In a
-                // batch, `move_timer` defers it.)
+                // the timer is placed again). On a wheel bucket or in a batch (read again at the
+                // tick it was filed for), no overflow bound to keep.
                 *timer_expiry = deadline;
                 stats.resets_deferred += 1;
                 return true;
@@ -458,8 +465,7 @@ impl<T> Wheel<T> {
 
 /// The move of [`Wheel::reset`]: the entry is looked up once more, read and rewritten in one
 /// go, and the wheel joins its old neighbours and its new one. Out of line, so that the
-/// deferral, the keepalive refresh, stays small enough to inline into the caller. An Exact timer
-/// in a batch whose expiry rises is deferred here instead (checked here, off that path).
+/// deferral, the keepalive refresh, stays small enough to inline into the caller.
 #[inline(never)]
 fn move_timer<T, S: Store<T>>(
     raw: &mut RawWheel,
@@ -468,12 +474,9 @@ fn move_timer<T, S: Store<T>>(
     bucket: u32,
     expiry: u64,
 ) {
-    if raw.defer_batched(slab, index, expiry) {
-        return;
-    }
-    let head = raw.prepare_move(slab, index, bucket);
-    let old = slab.move_head(index, (head, bucket, expiry));
-    raw.moved(slab, index, old, (bucket, head), expiry);
+    let (list, head) = raw.prepare_move(slab, index, bucket);
+    let old = slab.move_head(index, (head, list, expiry));
+    raw.moved(slab, index, old, (list, head), expiry);
 }
 
 impl<T> Default for Wheel<T> {

@@ -819,6 +819,11 @@ impl Links for Table {
     fn set_list(&mut self, i: u32, v: u32) {
         self.at_mut(i).list = v;
     }
+    fn is_on(&self, i: u32, v: u32) -> bool {
+        // Asked of records the wheel let go of too: one this table took back is on no list.
+        let r = &self.recs[i as usize];
+        r.held && r.list == v
+    }
     fn expiry(&self, i: u32) -> u64 {
         self.at(i).expiry
     }

@@ -119,6 +119,11 @@ impl Links for Store {
     fn set_list(&mut self, i: u32, v: u32) {
         self.at_mut(i).list = v;
     }
+    fn is_on(&self, i: u32, v: u32) -> bool {
+        // Asked of indices the wheel let go of too: one this store took back is on no list.
+        let e = &self.entries[i as usize];
+        e.held && e.list == v
+    }
     fn expiry(&self, i: u32) -> u64 {
         self.at(i).expiry
     }
@@ -150,6 +155,9 @@ impl Links for Overriding {
     }
     fn set_list(&mut self, i: u32, v: u32) {
         self.0.set_list(i, v)
+    }
+    fn is_on(&self, i: u32, v: u32) -> bool {
+        self.0.is_on(i, v)
     }
     fn expiry(&self, i: u32) -> u64 {
         self.0.expiry(i)
