@@ -13,9 +13,10 @@
 //! Lists are named by a [`Bucket`]: `level * 64 + slot` for wheel buckets, then two special
 //! lists, `due` (expiry reached, handed out before anything else) and `overflow` (beyond the top
 //! level). The ids after `overflow` name Exact mode's batch positions, each the list of one timer
-//! (`batches.rs`, owned here too: an unlink tells a position from a list by its id and `len`
-//! counts both); the first occupied slot of level 0 counts the run's ticks, that of level 1 the
-//! waiting batches.
+//! (`batches.rs`, owned here too: an Exact timer linked onto a level-2 bucket goes into its
+//! slot's batch while the batch has room, an unlink tells a position from a list by its id, and
+//! `len` counts both); the first occupied slot of level 0 counts the run's ticks, that of level
+//! 1 the window's chains, that of level 2 the waiting batches.
 //!
 //! The wheel asks "is this list empty" and "which bucket is frozen" several times per timer it
 //! fires; with the bits kept here, each answer is one word, not a look at a bucket's chain heads

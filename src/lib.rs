@@ -17,11 +17,13 @@
 //!
 //! 64 slots a level, each level 64x coarser. A timer goes on the level of the highest 6-bit digit
 //! in which its deadline differs from the clock; when the clock reaches the start of a slot on a
-//! higher level, the slot's timers cascade down, at most `levels - 1` times each. The timers a
-//! cascade files on level 1 are kept by tick in an array per slot, so that when that slot comes
-//! due they are handed out from the array tick by tick, without the last cascade into level 0's
-//! lists. A timer fires in the first poll whose `now` reaches its deadline, and timers leave a drain in non-decreasing
-//! deadline order. A reset to a later deadline, the keepalive refresh, only rewrites the expiry:
+//! higher level, the slot's timers cascade down, at most `levels - 1` times each. Level 2, where
+//! timeouts of seconds to minutes wait, keeps its timers in an array per slot with the tick each
+//! is filed for: when the clock reaches the slot, the array is chained by level-1 slot and then
+//! by tick where it lies, and the timers are handed out from it, so such a timer is read when it
+//! is placed and when it fires, and not by the cascades between. A timer fires in the first
+//! poll whose `now` reaches its deadline, and timers leave a drain in non-decreasing deadline
+//! order. A reset to a later deadline, the keepalive refresh, only rewrites the expiry:
 //! the timer stays in its slot and is placed again when that slot comes due, as tokio's driver
 //! does. Given up: cascading (and that re-placing) costs work on long timers that do expire, and
 //! [`Wheel::next_expiry`] may name a slot's start rather than a deadline.
@@ -78,8 +80,9 @@
 //!   so an id from another wheel is rejected except with probability about 2^-32 per use; an id
 //!   aliases a timer of its own wheel only after exactly 2^32 reuses of its slab entry.
 //! - **32 bytes a timer** with a `u64` payload (the slab stores such entries 32-byte aligned, so
-//!   one entry never straddles two cache lines; a larger payload adds its own size, unpadded), and flat under
-//!   re-arming, since freed entries are reused at once.
+//!   one entry never straddles two cache lines; a larger payload adds its own size, unpadded),
+//!   and 8 more for an Exact timer while it waits on level 2 (its place in the slot's array);
+//!   flat under re-arming, since freed entries are reused at once.
 //! - **The clock never goes back**: polling with an earlier `now` is a no-op.
 //!
 //! The wheel is single-threaded `&mut self` code with no atomics; its one `unsafe` operation is a

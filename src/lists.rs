@@ -14,9 +14,11 @@
 //! ([`few_chain_lists`]): eight for every Coarse bucket, each holding a window of `8^n` ticks
 //! (at 10^6 timers, 10^4 to 10^5 a bucket; eight fire them 20-30% faster than four, sixteen are
 //! slower again), and for Exact's buckets above level 0, which hold a 64^n-tick window each and
-//! are walked whole by a cascade (at 10^6 timers the cascade from level 2 walks about 70,000;
-//! eight instead of four fired 10^6 timers 13% faster and 10^7 7% faster, and changed no other
-//! workload beyond the runs' spread); four for Exact's level 0, whose buckets hold one tick each,
+//! are walked whole by a cascade (measured when level 2 was lists too, before its batches,
+//! `batches.rs`: at 10^6 timers the cascade from level 2 walked about 70,000, and eight instead
+//! of four fired 10^6 timers 13% faster and 10^7 7% faster, and changed no other workload
+//! beyond the runs' spread; level 2's lists now take only what its batches have no room for);
+//! four for Exact's level 0, whose buckets hold one tick each,
 //! a few timers a bucket, where eight made each pop probe more empty chains (Exact firing at
 //! 10^6 was 25% slower with eight everywhere, measured before the timers a cascade files on level
 //! 1 were handed out from arrays, `batches.rs`, instead of level-0 buckets). The cost is

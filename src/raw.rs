@@ -5,9 +5,10 @@
 //! ## Model
 //! `clock` is the last tick the wheel has been advanced to. Every linked timer is on exactly one
 //! list: a wheel bucket (`level * 64 + slot`), `DUE` (expiry already reached), or `OVERFLOW`
-//! (beyond the top level), or, in Exact mode, in a batch position (`batches.rs`): a level-1
-//! slot's array of the timers cascades filed there, by tick, or the *run*, the batch of the
-//! level-1 slot that came due last. `buckets.rs` owns the lists, the batches and their summaries
+//! (beyond the top level), or, in Exact mode, in a batch position (`batches.rs`): a place in a
+//! level-2 slot's array, with the tick it is filed for, which becomes the *window* when the clock
+//! reaches the slot (chained by level-1 slot) and whose chain for the clock's level-1 slot is the
+//! *run* (chained by tick). `buckets.rs` owns the lists, the batches and their summaries
 //! (per level, one `u64` of non-empty buckets and one of frozen ones); this file only says where
 //! a timer goes and when a bucket is due. A timer is an index into the caller's storage, which
 //! keeps its [`Links`].
@@ -17,11 +18,14 @@
 //! frozen bucket, and otherwise moves the clock:
 //! - Exact goes event by event, in time order: the earliest occupied slot is frozen (level 0) or
 //!   cascaded (higher levels), the overflow list swept at the start of its top-level block, and
-//!   `clock` set to each event's tick. This keeps the drain in expiry order. A cascade from level
-//!   2 or above files the timers that land on level 1 in their slot's batch; the cascade of a
-//!   level-1 slot makes its batch the run and adds the timers of the slot's list to it, so a
-//!   level-1 slot's timers go into no level-0 list. Level 0's slots are then its buckets and the
-//!   run's ticks together: freezing slot `d` freezes both, and the bucket is handed out first.
+//!   `clock` set to each event's tick. This keeps the drain in expiry order. The cascade of a
+//!   level-2 slot makes its batch the window without reading its timers, and it and the
+//!   cascades above file the timers of their lists that land on level 1 in the window; the
+//!   cascade of a level-1 slot makes its chain the run and adds the timers of the slot's list to
+//!   it, so a level-1 slot's timers go into no level-0 list. Level 0's slots are then its
+//!   buckets and the run's ticks together, level 1's its buckets and the window's chains, level
+//!   2's its buckets and the batches: freezing slot `d` freezes both, and the bucket is handed
+//!   out first.
 //! - Coarse has no order to keep, so the first poll of a drain sets `clock = now` before handing
 //!   out anything, freezes every bucket whose expiry is `<= now` on every level, and sweeps the
 //!   overflow list if it is near. A timer linked during the drain with a deadline `<= now` is then
@@ -38,10 +42,12 @@
 //! - Exact: a slot on level `n` shares every digit above `n` with `clock`, its index is not below
 //!   clock's digit `n`, and its timers expire at or after its start. So the lowest non-empty level
 //!   holds the earliest event, and timers leave a drain in non-decreasing expiry order. Each
-//!   cascade lowers a level: at most `levels - 1` per placement. A batch is a level-1 slot (its
-//!   timers expire at or after its start plus the tick each was filed for) and the run is level
-//!   0 (its window is the clock's level-0 window); the run has timers only inside that window, so
-//!   it has been handed out before any slot above level 1 comes due.
+//!   cascade lowers a level: at most `levels - 1` per placement. A waiting batch is a level-2
+//!   slot, a chain of the window a level-1 slot and the run level 0 (the clock's level-0
+//!   window); each timer there expires at or after the tick it was filed for. The window holds
+//!   timers only while the clock is in its slot, so it has been handed out before any slot
+//!   above level 1 comes due; a level-2 cascade makes the chain of the window's first level-1
+//!   slot the run at once, since the clock is at that slot's start.
 //! - Coarse: no cascading; a timer moves only when it is relinked or when the bucket a later
 //!   expiry deferred it in comes due. On level `n` the occupied bucket `i` stands for the unique
 //!   granule `g` in `[ceil(clock / 8^n), ceil(clock / 8^n) + 63]` with `g % 64 == i`; placement
@@ -50,7 +56,8 @@
 //!   where it is, so a bucket's timers expire at or after its tick, never before. When the bucket
 //!   comes due, a timer whose expiry is still ahead of the clock is placed again instead of
 //!   handed out. A batched timer's expiry is read again only when the tick it was filed for comes
-//!   due in the run (not when its batch becomes the run).
+//!   due in the run (not when its batch becomes the window, nor when its chain becomes the
+//!   run).
 //! - A frozen bucket's tick is `<= clock` and it is not in any window; its timers are due or
 //!   deferred. In Coarse mode a new timer whose bucket index collides with a frozen bucket thaws
 //!   it first: due timers go to `DUE`, deferred ones are placed again.
@@ -75,7 +82,8 @@
 //!   finds nothing due, once per such bucket, and the drain places those timers again. The
 //!   trade: a keepalive refresh touches one entry instead of three (the entry and the two
 //!   neighbours an unlink writes), and a busy server refreshes far more often than its buckets
-//!   come due.
+//!   come due. Exact also reports a level-1 slot or tick of the window whose timers all left
+//!   (`batches.rs` writes nothing when a timer leaves a batch): nothing fires there.
 //! - After an overflow timer is unlinked, `overflow_bound` may be stale (too early) until the
 //!   next sweep; the sweep that finds nothing costs one walk of the overflow list.
 //! - A sweep walks the whole overflow list. It is meant for rare, very long timers.
