@@ -119,7 +119,7 @@ pub(crate) struct Buckets {
     overflow_bound: u64,
     /// Exact mode: level 2's timers, the window and the run (`batches.rs`); their list ids
     /// follow `overflow`.
-    pub(crate) batches: Batches,
+    pub(crate) batches: Box<Batches>,
     /// Exact mode: level 2's timers go into batches (false in Coarse mode, or with fewer than
     /// three levels).
     batched: bool,
@@ -140,7 +140,7 @@ impl Buckets {
             due_occupied: false,
             overflow_occupied: false,
             overflow_bound: u64::MAX,
-            batches: Batches::new(overflow_bucket(levels) + 1),
+            batches: Box::new(Batches::new(overflow_bucket(levels) + 1)),
             batched: batched && levels > 2,
         }
     }
