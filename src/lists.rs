@@ -84,7 +84,7 @@ pub trait Links {
     /// the position since (unlinked, moved or handed out): the wheel writes nothing to a
     /// position a timer leaves. The default, `list(index) == list`, is right for storage whose
     /// `list` keeps returning the last value set while the index is unlinked (the wheel's
-    /// [`unlink`](crate::raw::RawWheel::unlink) sets it to [`NIL`]) or while the index is in use
+    /// [`unlink`](crate::raw::RawWheel::unlink) of a batched timer sets it to [`NIL`]) or while the index is in use
     /// for another timer; storage that frees an index's fields must say `false` for it.
     #[inline(always)]
     fn is_on(&self, index: u32, list: u32) -> bool {
