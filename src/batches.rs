@@ -398,23 +398,37 @@ impl Batches {
     #[inline(always)]
     pub(crate) fn file(&mut self, links: &mut impl Links, index: u32, expiry: u64) -> bool {
         debug_assert_eq!(self.run, SLOTS, "no cascade files timers during a run");
-        let window = self.window & (SLOTS - 1);
-        let Some(list) = self.vacant(window) else {
-            return false;
-        };
-        links.set_head(index, NIL, list, expiry);
         let filed = Filed {
             index,
             tick: window_tick(expiry),
         };
+        let Some(at) = self.append_to_window(links, filed, expiry) else {
+            return false;
+        };
         let to = filed.slot();
-        self.batches.push(window, filed);
-        self.next.push(self.slot_heads[to]);
-        self.slot_heads[to] = (self.next.len() - 1) as u32;
+        self.next
+            .push(std::mem::replace(&mut self.slot_heads[to], at));
         self.slot_count[to] += 1;
         self.chained |= 1 << to;
-        self.live[window] += 1;
         true
+    }
+
+    /// Appends `filed` (its timer's entry written for the new position, with `expiry`) to the
+    /// window's batch, for the caller to put on a chain; its position, or `None` if the window
+    /// has no room.
+    #[inline(always)]
+    fn append_to_window(
+        &mut self,
+        links: &mut impl Links,
+        filed: Filed,
+        expiry: u64,
+    ) -> Option<u32> {
+        let window = self.window & (SLOTS - 1);
+        let list = self.vacant(window)?;
+        links.set_head(filed.index, NIL, list, expiry);
+        self.batches.push(window, filed);
+        self.live[window] += 1;
+        Some((self.batches.len(window) - 1) as u32)
     }
 
     /// Empties the window, whose timers have all left (so a clock that moves on without a
@@ -488,22 +502,17 @@ impl Batches {
         expiry: u64,
     ) -> bool {
         debug_assert_ne!(self.run, SLOTS, "a run begun");
-        let window = self.window & (SLOTS - 1);
-        let Some(list) = self.vacant(window) else {
-            return false;
-        };
-        links.set_head(index, NIL, list, expiry);
         let tick = tick & (SLOTS - 1);
         let filed = Filed {
             index,
             tick: (self.run << 6 | tick) as u32,
         };
-        self.batches.push(window, filed);
-        self.next.push(self.heads[tick]);
-        self.heads[tick] = (self.next.len() - 1) as u32;
+        let Some(at) = self.append_to_window(links, filed, expiry) else {
+            return false;
+        };
+        self.next.push(std::mem::replace(&mut self.heads[tick], at));
         self.run_count[tick] += 1;
         self.run_ticks |= 1 << tick;
-        self.live[window] += 1;
         true
     }
 
