@@ -26,46 +26,14 @@ use std::collections::{BTreeSet, HashMap};
 use tickwheel::raw::{Links, NIL, RawWheel};
 use tickwheel::{Builder, Mode, TimerId, Wheel};
 
-/// SplitMix64.
-struct Sm(u64);
-
-impl Sm {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        if n == 0 { 0 } else { self.next() % n }
-    }
-
-    /// In `lo..hi` (`lo` if empty).
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.below(hi.saturating_sub(lo))
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
-
-const L1: u64 = 64;
-const L2: u64 = 64 * 64;
-const L3: u64 = 64 * 64 * 64;
-
-/// The first tick of the next multiple of `unit` after `t` (saturating).
-fn next_multiple(t: u64, unit: u64) -> u64 {
-    (t / unit).saturating_add(1).saturating_mul(unit)
-}
+mod common;
+use common::{L1, L2, L3, Rng, next_multiple};
 
 /// A wheel and the model of what it holds.
 struct Harness {
     wheel: Wheel<u64>,
     mode: Mode,
-    rng: Sm,
+    rng: Rng,
     /// Pending timers: id -> (expiry, value).
     pending: HashMap<TimerId, (u64, u64)>,
     /// `(expiry, id bits)` of every pending timer.
@@ -89,7 +57,7 @@ impl Harness {
             mode: wheel.mode(),
             capacity: wheel.capacity(),
             wheel,
-            rng: Sm(seed),
+            rng: Rng(seed),
             pending: HashMap::new(),
             order: BTreeSet::new(),
             ids: Vec::new(),
@@ -506,7 +474,7 @@ fn random_rounds_exact_default_geometry() {
 
 #[test]
 fn random_rounds_exact_any_levels_and_far_starts() {
-    let mut rng = Sm(0xbadc0ffee);
+    let mut rng = Rng(0xbadc0ffee);
     for seed in 0..50 {
         let levels = [2, 3, 4, 6, 11][seed as usize % 5];
         let start = match rng.below(6) {
@@ -592,7 +560,7 @@ fn the_run_handed_out_under_fire() {
 fn one_jump_and_single_steps_agree() {
     for seed in 0..10 {
         let start = [0, 4000, (1 << 33) - 7, u64::MAX - 5 * L3][seed as usize % 4];
-        let mut rng = Sm(seed);
+        let mut rng = Rng(seed);
         let deadlines: Vec<u64> = (0..800)
             .map(|_| match rng.below(3) {
                 0 => start + rng.range(L1, L2),
@@ -840,7 +808,7 @@ impl Links for Table {
 struct Raw {
     wheel: RawWheel,
     table: Table,
-    rng: Sm,
+    rng: Rng,
     /// Linked records: index -> expiry.
     pending: HashMap<u32, u64>,
     order: BTreeSet<(u64, u32)>,
@@ -855,7 +823,7 @@ impl Raw {
                 .build_raw()
                 .unwrap(),
             table: Table::new(n),
-            rng: Sm(seed),
+            rng: Rng(seed),
             pending: HashMap::new(),
             order: BTreeSet::new(),
         }

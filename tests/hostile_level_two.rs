@@ -24,21 +24,7 @@ use tickwheel::raw::{Links, RawWheel};
 use tickwheel::{Builder, Mode, TimerId, Wheel};
 
 mod common;
-use common::Rng;
-
-const L1: u64 = 64;
-const L2: u64 = 64 * 64;
-const L3: u64 = 64 * 64 * 64;
-
-/// The first tick of the next multiple of `unit` after `t` (saturating).
-fn next_multiple(t: u64, unit: u64) -> u64 {
-    (t / unit).saturating_add(1).saturating_mul(unit)
-}
-
-/// In `lo..hi` (`lo` if empty).
-fn range(rng: &mut Rng, lo: u64, hi: u64) -> u64 {
-    lo + rng.below(hi.saturating_sub(lo))
-}
+use common::{L1, L2, L3, Rng, next_multiple};
 
 // ---- A counting allocator (per thread, so tests may run in parallel) -------------------------
 
@@ -315,16 +301,16 @@ impl Harness {
         let rng = &mut self.rng;
         match rng.below(10) {
             0 => c.saturating_add(rng.below(L1)),
-            1 => c.saturating_add(range(rng, L1, L2)),
+            1 => c.saturating_add(rng.range(L1, L2)),
             // The next level-2 slot, one tick or one level-1 slot of it.
             2 => next2.saturating_add(17 * L1 + 5),
             3 => next2.saturating_add(17 * L1 + rng.below(L1)),
             4 => next2.saturating_add(rng.below(L2)),
-            5 | 6 => c.saturating_add(range(rng, L2, L3)),
+            5 | 6 => c.saturating_add(rng.range(L2, L3)),
             7 => next2
                 .saturating_add(L2 * rng.below(4))
                 .saturating_add(rng.below(3)),
-            8 => c.saturating_add(range(rng, L3, 8 * L3)),
+            8 => c.saturating_add(rng.range(L3, 8 * L3)),
             _ => u64::MAX - rng.below(L2),
         }
     }
@@ -336,12 +322,12 @@ impl Harness {
         match rng.below(9) {
             0 => c,
             // Earlier inside the old level-2 slot (a new position, the old left behind).
-            1 => range(rng, (old / L2 * L2).max(c), old.saturating_add(1)),
+            1 => rng.range((old / L2 * L2).max(c), old.saturating_add(1)),
             2 => old.saturating_sub(rng.below(L1)).max(c),
             3 => old,
             // Later: inside the slot, past it, past the top level.
             4 => old.saturating_add(rng.below(L1)),
-            5 => old.saturating_add(range(rng, L2, 3 * L2)),
+            5 => old.saturating_add(rng.range(L2, 3 * L2)),
             6 => old.saturating_add(1 << 40),
             7 => u64::MAX,
             _ => self.deadline(),
@@ -626,7 +612,7 @@ fn random_level_two_work() {
                 3 => next_multiple(c, L2)
                     .saturating_sub(1)
                     .saturating_add(h.rng.below(3)),
-                4 => c.saturating_add(range(&mut h.rng, 2 * L2, 9 * L2)),
+                4 => c.saturating_add(h.rng.range(2 * L2, 9 * L2)),
                 5 => h.wheel.next_expiry().unwrap_or(c),
                 _ => c.saturating_add(h.rng.below(L2)),
             };
@@ -1020,7 +1006,7 @@ impl Raw {
             0 => c.saturating_add(rng.below(L1)),
             1 => n2.saturating_add(9 * L1 + 2),
             2 => n2.saturating_add(rng.below(2 * L2)),
-            3 => c.saturating_add(range(rng, L2, L3)),
+            3 => c.saturating_add(rng.range(L2, L3)),
             4 => u64::MAX - rng.below(2),
             _ => c.saturating_add(rng.below(L2)),
         }
@@ -1116,7 +1102,7 @@ fn raw_run(stale: bool) {
             let to = match r.rng.below(5) {
                 0 | 1 => c.saturating_add(1),
                 2 => r.wheel.next_expiry().unwrap_or(c),
-                3 => c.saturating_add(range(&mut r.rng, 2 * L2, 6 * L2)),
+                3 => c.saturating_add(r.rng.range(2 * L2, 6 * L2)),
                 _ => c.saturating_add(r.rng.below(L2)),
             };
             if r.rng.chance(25) {

@@ -18,6 +18,11 @@ impl Rng {
         self.next() % n.max(1)
     }
 
+    /// In `lo..hi` (`lo` if empty).
+    pub(crate) fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.below(hi.saturating_sub(lo))
+    }
+
     pub(crate) fn chance(&mut self, percent: u64) -> bool {
         self.below(100) < percent
     }
@@ -27,4 +32,14 @@ impl Rng {
         let b = self.below(bits);
         self.below(1 << b)
     }
+}
+
+/// Ticks one bucket of levels 0, 1 and 2 spans at the default geometry (64 slots a level).
+pub(crate) const L1: u64 = 64;
+pub(crate) const L2: u64 = 64 * 64;
+pub(crate) const L3: u64 = 64 * 64 * 64;
+
+/// The first tick of the next multiple of `unit` after `t` (saturating).
+pub(crate) fn next_multiple(t: u64, unit: u64) -> u64 {
+    (t / unit).saturating_add(1).saturating_mul(unit)
 }
