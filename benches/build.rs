@@ -6,7 +6,8 @@
 //!   (github.com/wahern/timeout): its `timeout.c` and the adapter in `c/timeout_peer.c` are
 //!   compiled with the system C compiler (`CC`, else `cc`) into a static library, and the runner
 //!   gains the `timeout-c` structure. The source is not kept in this repository; without the
-//!   variable the structure is absent and nothing else changes.
+//!   variable the structure is absent and nothing else changes. `TICKWHEEL_TIMEOUT_C_MARCH`
+//!   replaces the `native` of `-march=native` (`x86-64` for a build valgrind can run).
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::{env, fs};
@@ -15,6 +16,7 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(tokio_unstable)");
     println!("cargo::rustc-check-cfg=cfg(timeout_c)");
     println!("cargo::rerun-if-env-changed=TICKWHEEL_TIMEOUT_C");
+    println!("cargo::rerun-if-env-changed=TICKWHEEL_TIMEOUT_C_MARCH");
     println!("cargo::rerun-if-env-changed=CC");
     println!("cargo::rerun-if-changed=c/timeout_peer.c");
     let Some(source) = env::var_os("TICKWHEEL_TIMEOUT_C") else {
@@ -45,21 +47,17 @@ fn main() {
 }
 
 /// Compiles `file` as timeout.c's own Makefile does (`-O2 -march=native`, 64 slots a level, four
-/// levels), without the callback, interval and back-pointer fields the runner does not use.
+/// levels; the architecture from `TICKWHEEL_TIMEOUT_C_MARCH` if set), without the callback,
+/// interval and back-pointer fields the runner does not use.
 fn compile(include: &Path, file: &Path, out: &Path) -> PathBuf {
     let object = out
         .join(file.file_name().expect("a file"))
         .with_extension("o");
     let cc = env::var_os("CC").unwrap_or_else(|| "cc".into());
+    let arch = env::var("TICKWHEEL_TIMEOUT_C_MARCH").unwrap_or_else(|_| "native".into());
     run(Command::new(cc)
-        .args([
-            "-O2",
-            "-march=native",
-            "-fPIC",
-            "-std=gnu99",
-            "-Wall",
-            "-Wextra",
-        ])
+        .arg(format!("-march={arch}"))
+        .args(["-O2", "-fPIC", "-std=gnu99", "-Wall", "-Wextra"])
         .args(["-Wno-unused-parameter", "-Wno-unused-function"])
         .args(["-DWHEEL_BIT=6", "-DWHEEL_NUM=4"])
         .args(["-DTIMEOUT_DISABLE_CALLBACKS", "-DTIMEOUT_DISABLE_INTERVALS"])
