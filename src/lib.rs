@@ -19,8 +19,8 @@
 //! in which its deadline differs from the clock; when the clock reaches the start of a slot on a
 //! higher level, the slot's timers cascade down, at most `levels - 1` times each. Level 2, where
 //! timeouts of seconds to minutes wait, keeps its timers in an array per slot with the tick each
-//! is filed for: when the clock reaches the slot, the array is chained by level-1 slot and then
-//! by tick where it lies, and the timers are handed out from it, so such a timer is read when it
+//! is filed for: when the clock reaches the slot, the array's positions are sorted by level-1
+//! slot and then by tick, and the timers are handed out from it, so such a timer is read when it
 //! is placed and when it fires, and not by the cascades between. A timer fires in the first
 //! poll whose `now` reaches its deadline, and timers leave a drain in non-decreasing deadline
 //! order. A reset to a later deadline, the keepalive refresh, only rewrites the expiry:

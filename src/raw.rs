@@ -7,8 +7,8 @@
 //! list: a wheel bucket (`level * 64 + slot`), `DUE` (expiry already reached), or `OVERFLOW`
 //! (beyond the top level), or, in Exact mode, in a batch position (`batches.rs`): a place in a
 //! level-2 slot's array, with the tick it is filed for, which becomes the *window* when the clock
-//! reaches the slot (chained by level-1 slot) and whose chain for the clock's level-1 slot is the
-//! *run* (chained by tick). `buckets.rs` owns the lists, the batches and their summaries
+//! reaches the slot (its positions listed by level-1 slot) and whose list for the clock's
+//! level-1 slot is the *run* (listed by tick). `buckets.rs` owns the lists, the batches and their summaries
 //! (per level, one `u64` of non-empty buckets and one of frozen ones); this file only says where
 //! a timer goes and when a bucket is due. A timer is an index into the caller's storage, which
 //! keeps its [`Links`].

@@ -97,7 +97,7 @@
 //! - the wheel's read needs neither for a deadline at or before the base's clock: such a record
 //!   comes due in this turn's drain or the next, where `take_due` decides.
 //!
-//! An Exact wheel also moves records without reading their deadlines: a level-2 batch chained
+//! An Exact wheel also moves records without reading their deadlines: a level-2 batch sorted
 //! into its window and run keeps the tick each record was filed for, a deadline read under the
 //! rule above, so the entry stays where it was and no later. It asks [`Filing`]'s `is_on` of
 //! records that left a batch: the filing's `list`, which names no batch position once the record
