@@ -49,8 +49,9 @@
 //!
 //! ## Given up
 //! - Memory: 8 bytes a timer on level 2 (its position), 12 while its batch is the window (its
-//!   place on a chain; the lists keep their capacity for the next window). A position a timer leaves is reused only when its batch is emptied, so a
-//!   batch takes a timer only while it has fewer than twice its timers plus 64 positions; a slot
+//!   place on a chain; the lists keep their capacity for the next window). A position a timer
+//!   leaves is reused only when its batch is emptied, so a batch takes a timer only while it
+//!   has fewer than twice its timers plus 64 positions; a slot
 //!   whose timers are mostly cancelled or moved before it comes due gets the rest on its list,
 //!   as on the other levels (read again by its cascade). Positions are kept in blocks of 512
 //!   from one pool, given back when a batch is emptied; the pool keeps the most blocks it held.
