@@ -9,18 +9,29 @@
 //! | line 2                         | owner word (pid, start time) of the advancing process       |
 //! | line 3                         | wake counter (futex word), advancer's published next wake   |
 //! | line 4                         | manual clock (tick)                                         |
-//! | line 5                         | counters written by every process: scheduled, cancelled, full |
+//! | line 5                         | counter stripe 0: scheduled, cancelled, full                |
 //! | line 6                         | counters written by the owner: fired, reclaimed, takeovers, interrupted |
 //! | `REGISTRY` words               | one record (pid, start time) per attached process           |
+//! | `STRIPES - 1` lines            | counter stripes 1 and up                                    |
 //! | 4 words a slot                 | state, deadline, payload, free-stack link                   |
 //! | dirty bitmap, leaf level first | one bit a slot, then one bit per word of the level below    |
 //!
 //! A line is 16 words (128 bytes, the unit the adjacent-line prefetcher moves) so that words
-//! written by different processes never share one. Under `cfg(loom)` lines shrink to 8 words and
-//! the registry to 4 records: the model checker then tracks a few dozen atomics, and such a
-//! layout is never written to a file.
+//! written by different processes never share one. Under `cfg(loom)` lines shrink to 8 words,
+//! the registry to 4 records and the stripes to 2: the model checker then tracks a few dozen
+//! atomics, and such a layout is never written to a file.
 //!
-//! Memory: `HEADER_BYTES` (9,088 bytes) + 32 bytes a slot + about 1/8 byte a slot of bitmap.
+//! The counters every process writes are striped: a client counts in the stripe of its registry
+//! record (record modulo `STRIPES`), so processes that attached one after another count on lines
+//! of their own, and the two counts of every schedule-and-cancel stay on the process's own core.
+//! On one shared line those two read-modify-writes moved the line between the cores at every
+//! operation; striped, two processes do 1.13x the schedule-and-cancel pairs a second
+//! (BENCHMARKS.md, "Shared memory"). A stripe can be shared (more than `STRIPES` clients, threads
+//! sharing a client, or a client of the owner's, which has no record), so counting stays an
+//! atomic add; the totals are the sums over the stripes, and a record given up or reclaimed
+//! leaves its counts where they are.
+//!
+//! Memory: `HEADER_BYTES` (17,152 bytes) + 32 bytes a slot + about 1/8 byte a slot of bitmap.
 //! 2^24 timers take 512 MiB + 2.1 MiB. Pages of slots never used are never touched.
 
 use std::time::Duration;
@@ -39,11 +50,17 @@ pub(crate) const REGISTRY: usize = 1024;
 #[cfg(loom)]
 pub(crate) const REGISTRY: usize = 4;
 
+/// Lines of the counters every process writes (see the module doc).
+#[cfg(not(loom))]
+pub(crate) const STRIPES: usize = 64;
+#[cfg(loom)]
+pub(crate) const STRIPES: usize = 2;
+
 /// `b"TICKWHL\x01"` read as a little-endian word.
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"TICKWHL\x01");
 /// Bumped whenever the layout or the meaning of a word changes (2: cancels free their slots, no
-/// `CANCELLED` state).
-pub(crate) const VERSION: u64 = 2;
+/// `CANCELLED` state; 3: the counters every process writes are striped).
+pub(crate) const VERSION: u64 = 3;
 
 // Line 0: the header proper. Written once by the creator; the magic last.
 pub(crate) const W_MAGIC: usize = 0;
@@ -63,27 +80,39 @@ pub(crate) const W_WAKE: usize = 3 * LINE;
 pub(crate) const W_NEXT_WAKE: usize = 3 * LINE + 1;
 // Line 4: the manual clock.
 pub(crate) const W_CLOCK: usize = 4 * LINE;
-// Line 5: counters any process writes.
-pub(crate) const W_SCHEDULED: usize = 5 * LINE;
-pub(crate) const W_CANCELLED: usize = 5 * LINE + 1;
-pub(crate) const W_FULL: usize = 5 * LINE + 2;
+// Line 5: counter stripe 0; the words of a counter in a stripe (see `counter`).
+const W_STRIPE_0: usize = 5 * LINE;
+pub(crate) const C_SCHEDULED: usize = 0;
+pub(crate) const C_CANCELLED: usize = 1;
+pub(crate) const C_FULL: usize = 2;
 // Line 6: counters the owner writes.
 pub(crate) const W_FIRED: usize = 6 * LINE;
 pub(crate) const W_RECLAIMED: usize = 6 * LINE + 1;
 pub(crate) const W_TAKEOVERS: usize = 6 * LINE + 2;
 pub(crate) const W_INTERRUPTED: usize = 6 * LINE + 3;
 pub(crate) const W_REGISTRY: usize = 7 * LINE;
+/// Stripes 1 and up, a line each, after the registry.
+const W_STRIPES: usize = round_up(W_REGISTRY + REGISTRY, LINE);
 
 // The header's lines are in order and disjoint, and the registry ends before the slots.
 const _: () = {
     assert!(W_SET < W_FREE_HEAD && W_BUMP < W_OWNER && W_OWNER < W_WAKE);
-    assert!(W_NEXT_WAKE < W_CLOCK && W_CLOCK < W_SCHEDULED && W_FULL < W_FIRED);
-    assert!(W_INTERRUPTED < W_REGISTRY);
-    assert!(HEADER_WORDS.is_multiple_of(LINE) && W_REGISTRY + REGISTRY <= HEADER_WORDS);
+    assert!(W_NEXT_WAKE < W_CLOCK && W_CLOCK < W_STRIPE_0 && W_STRIPE_0 + C_FULL < W_FIRED);
+    assert!(W_INTERRUPTED < W_REGISTRY && W_REGISTRY + REGISTRY <= W_STRIPES);
+    assert!(HEADER_WORDS.is_multiple_of(LINE) && C_FULL < LINE);
 };
 
 /// Words before the first slot.
-pub(crate) const HEADER_WORDS: usize = round_up(W_REGISTRY + REGISTRY, LINE);
+pub(crate) const HEADER_WORDS: usize = W_STRIPES + (STRIPES - 1) * LINE;
+
+/// The word of counter `c` (`C_SCHEDULED`, ...) in `stripe` (below `STRIPES`).
+pub(crate) const fn counter(stripe: usize, c: usize) -> usize {
+    let line = match stripe {
+        0 => W_STRIPE_0,
+        k => W_STRIPES + (k - 1) * LINE,
+    };
+    line + c
+}
 /// Bytes before the first slot.
 pub const HEADER_BYTES: usize = HEADER_WORDS * 8;
 /// Words in one slot record.
@@ -230,7 +259,26 @@ mod tests {
 
     #[test]
     fn header_size_is_the_documented_one() {
-        assert_eq!(HEADER_BYTES, 9_088);
+        assert_eq!(HEADER_BYTES, 17_152);
+    }
+
+    #[test]
+    fn counter_stripes_are_lines_of_their_own() {
+        let mut lines: Vec<usize> = (0..STRIPES)
+            .map(|k| counter(k, C_SCHEDULED) / LINE)
+            .collect();
+        assert!((0..STRIPES).all(|k| counter(k, C_FULL) / LINE == lines[k]));
+        lines.sort_unstable();
+        lines.dedup();
+        assert_eq!(lines.len(), STRIPES);
+        let registry = W_REGISTRY / LINE..(W_REGISTRY + REGISTRY).div_ceil(LINE);
+        let taken = [W_FREE_HEAD, W_OWNER, W_WAKE, W_CLOCK, W_FIRED].map(|w| w / LINE);
+        assert!(
+            lines
+                .iter()
+                .all(|l| !registry.contains(l) && !taken.contains(l))
+        );
+        assert!(lines.iter().all(|&l| l < HEADER_WORDS / LINE));
     }
 
     #[test]

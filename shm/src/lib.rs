@@ -127,7 +127,7 @@
 //!
 //! # Memory
 //!
-//! [`HEADER_BYTES`] (9,088) + [`SLOT_BYTES`] (32) per timer + 1/8 byte per timer of bitmap
+//! [`HEADER_BYTES`] (17,152) + [`SLOT_BYTES`] (32) per timer + 1/8 byte per timer of bitmap
 //! ([`bytes_for`] gives the exact size); 2^24 timers take 514 MiB. Capacity goes up to 2^31.
 //! Slot pages are touched only once used. The owner also keeps, privately, 8 bytes per slot of
 //! index and the wheel's 32 bytes per indexed entry: at most one a slot (a cancelled timer's entry
@@ -556,6 +556,7 @@ impl Segment {
             segment: self.clone(),
             me,
             record: Some(record),
+            stripe: record % layout::STRIPES,
             maker: std::process::id(),
         })
     }
@@ -624,6 +625,8 @@ pub struct Client {
     segment: Segment,
     me: Ident,
     record: Option<usize>,
+    /// The counter stripe this client adds to (see `layout`).
+    stripe: usize,
     /// The OS process that made this value: a copy left in a child by `fork` is not it, and its
     /// drop must not undo the parent's registration or ownership.
     maker: u32,
@@ -653,6 +656,7 @@ impl Client {
             segment: self.segment.clone(),
             me: self.me,
             record: None,
+            stripe: self.stripe,
             maker: self.maker,
         }
     }
@@ -706,14 +710,14 @@ impl Client {
                     crate::sync::yield_now();
                 }
                 Pop::Empty => {
-                    v.count(layout::W_FULL, 1);
+                    v.count(layout::counter(self.stripe, layout::C_FULL), 1);
                     return Err(ScheduleError::Full(payload));
                 }
             }
         };
         v.arm(slot, generation, deadline, payload);
         v.mark(slot);
-        v.count(layout::W_SCHEDULED, 1);
+        v.count(layout::counter(self.stripe, layout::C_SCHEDULED), 1);
         self.wake_if_earlier(deadline);
         Ok(Handle {
             set: self.segment.inner.set,
@@ -755,7 +759,7 @@ impl Client {
         // The slot goes straight back on the free stack: the next schedule of any process can
         // take it without waiting for the owner, whose stale index entry only fails its CAS.
         v.release(handle.slot, handle.generation, holder);
-        v.count(layout::W_CANCELLED, 1);
+        v.count(layout::counter(self.stripe, layout::C_CANCELLED), 1);
         true
     }
 
@@ -776,11 +780,14 @@ impl Client {
         let v = self.view();
         // Relaxed: counters are statistics, read without ordering against anything.
         let r = |at: usize| v.word(at).load(Ordering::Relaxed);
+        let striped = |c: usize| {
+            (0..layout::STRIPES).fold(0u64, |sum, k| sum.wrapping_add(r(layout::counter(k, c))))
+        };
         Stats {
-            scheduled: r(layout::W_SCHEDULED),
-            cancelled: r(layout::W_CANCELLED),
+            scheduled: striped(layout::C_SCHEDULED),
+            cancelled: striped(layout::C_CANCELLED),
             fired: r(layout::W_FIRED),
-            full: r(layout::W_FULL),
+            full: striped(layout::C_FULL),
             reclaimed: r(layout::W_RECLAIMED),
             takeovers: r(layout::W_TAKEOVERS),
             interrupted: r(layout::W_INTERRUPTED),

@@ -107,7 +107,14 @@ fn other_version_and_inconsistent_header() {
     let p = made(&d, "v", 1000);
     patch_word(&p, 1, 99);
     match Segment::open_file(&p).unwrap_err() {
-        Error::Version { found, supported } => assert_eq!((found, supported), (99, 2)),
+        Error::Version { found, supported } => assert_eq!((found, supported), (99, 3)),
+        e => panic!("{e}"),
+    }
+    // A file of the layout before striped counters (version 2) is refused, not misread.
+    let p = made(&d, "v2", 1000);
+    patch_word(&p, 1, 2);
+    match Segment::open_file(&p).unwrap_err() {
+        Error::Version { found, supported } => assert_eq!((found, supported), (2, 3)),
         e => panic!("{e}"),
     }
     // A capacity that does not match the stated size.
