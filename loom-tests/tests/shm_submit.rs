@@ -49,9 +49,13 @@ fn marks_under_different_upper_words_race_the_take() {
         let owner = seg.attach_as(1).unwrap();
         let mut adv = owner.advancer().unwrap();
         // Use slots 0..4, then free slot 0: the racers get slot 0 (free stack) and slot 4
-        // (bump), whose marks meet only at the top word.
-        let hs: Vec<_> = (0..4).map(|p| owner.schedule_at(100, p).unwrap()).collect();
-        assert!(owner.cancel(hs[0]));
+        // (bump), whose marks meet only at the top word. A client keeps the slot of its cancel
+        // for its own next schedule, so the cancelling client is dropped, which gives slot 0
+        // back to the stack.
+        let setup = seg.attach_as(5).unwrap();
+        let hs: Vec<_> = (0..4).map(|p| setup.schedule_at(100, p).unwrap()).collect();
+        assert!(setup.cancel(hs[0]));
+        drop(setup);
         adv.turn(|_| {});
         race(&seg, &owner, adv);
     });

@@ -313,6 +313,8 @@ impl Advancer {
     #[cfg(feature = "test-hooks")]
     pub fn crash(mut self) {
         self.crashed = true;
+        // A killed owner gives nothing back: the slot its client keeps waits for recovery.
+        let _ = self.client.take_kept();
     }
 
     /// Entries in the owner's index: timers armed and applied, not yet fired, and cancelled ones

@@ -28,20 +28,27 @@
 //! leaves each word either before or after its step; nothing is ever half-written. The states,
 //! who moves each and how are in the `table` module's doc; in short:
 //!
-//! - **schedule** (any process): pop a free slot (one CAS on a tagged head; slots never used come
-//!   from a bump counter), claim it `FREE(g)` → `HELD(g, me)` (CAS), write deadline and payload,
-//!   store `PENDING(g)`, set the slot's bit in a dirty bitmap. Returns `Handle(set, slot, g)`.
-//! - **cancel** (any process): CAS `PENDING(g)` → `FREE(g+1, me)`, push the slot on the free
-//!   stack, then clear the name (`FREE(g+1)`). The CAS is the answer: true means the timer will
-//!   never fire, with the same meaning as a cancel on a `tickwheel-percpu` base. The slot is free for the next
-//!   schedule of any process at once: no schedule waits for the owner.
+//! - **schedule** (any process): take the slot the client kept from its last cancel, or pop a
+//!   free slot (one CAS on a tagged head; slots never used come from a bump counter), claim it
+//!   `FREE(g)` → `HELD(g, me)` (CAS), write deadline and payload, store `PENDING(g)`, set the
+//!   slot's bit in a dirty bitmap. Returns `Handle(set, slot, g)`.
+//! - **cancel** (any process): CAS `PENDING(g)` → `FREE(g+1, me)`. The CAS is the answer: true
+//!   means the timer will never fire, with the same meaning as a cancel on a `tickwheel-percpu`
+//!   base. The client then keeps the slot, named, for its own next schedule if it keeps none yet;
+//!   otherwise it pushes the slot on the free stack and clears the name (`FREE(g+1)`), free for
+//!   the next schedule of any process at once. No schedule waits for the owner. A kept slot is
+//!   given back to the stack when its client is dropped; one left by a killed process is, to
+//!   recovery, a cancel's slot not yet pushed, and is re-issued. Keeping it spares the two
+//!   processes of a churning set the free stack's head: with two processes a schedule-and-cancel
+//!   moved that line between their cores twice (BENCHMARKS.md, "Shared memory").
 //! - **advance** (the owner only): take the dirty bits, index each marked `PENDING` slot in a
 //!   private [`tickwheel::Wheel`] (an entry of the slot's earlier, cancelled arming is
 //!   replaced), then fire what is due: CAS `PENDING(g)` → `FIRING(g)`, hand the payload to the
 //!   handler, CAS `FIRING(g)` → `FREE(g+1)`. The slots a turn frees are chained privately and
 //!   pushed on the free stack with one CAS at its end. An entry whose arming was cancelled fails
 //!   its CAS and is dropped. Exactly one CAS ends each arming, and its winner alone pushes the
-//!   slot, so a slot is never on the stack twice.
+//!   slot (a kept slot is claimed again before its client's drop pushes it), so a slot is never
+//!   on the stack twice.
 //!
 //! Cancel against fire is `tickwheel-percpu`'s cross-core protocol unchanged, between processes:
 //!
@@ -63,7 +70,7 @@
 //! | scheduler: pop and claim                      | `FREE` slot on no stack            | recovery scan: re-issued at `g+1` (a live claimer's CAS then fails and it pops again) |
 //! | scheduler: claim and `PENDING` store          | `HELD(g, dead pid)`                | recovery scan: freed |
 //! | scheduler: `PENDING` store and dirty bit (or between bitmap levels) | armed slot not indexed (later marks, its word's included, each reach the top by themselves) | recovery: bitmap swept, slot indexed |
-//! | canceller: CAS and push                       | `FREE(g+1, canceller)` slot on no stack | recovery, once the canceller is seen dead: re-issued |
+//! | canceller: CAS and push, or while its client keeps the slot | `FREE(g+1, canceller)` slot on no stack | recovery, once the canceller is seen dead: re-issued |
 //! | canceller: push and clearing its name         | `FREE(g+1, canceller)` slot on the stack | nothing: a claim takes it as it is |
 //! | owner: anywhere                               | owner word names a dead process    | takeover: one CAS, then a full scan rebuilds the index |
 //! | owner: fire CAS and handler's end             | `FIRING(g)` slot                   | the next owner hands its payload over as *interrupted* ([`Advancer::take_interrupted`]): it may or may not have been handled |
@@ -94,15 +101,17 @@
 //!   did not exist (the owner's fd wakes for it as [below](self#waking-the-owner)). Each marker
 //!   takes its own mark to the top of the bitmap, so none waits for another to finish. The
 //!   stopped one's own timer waits until it continues (or dies and a recovery indexes it).
-//!   It holds at most the one slot of its operation.
+//!   It holds at most the one slot of its operation and the one each of its clients keeps.
 //! - **A stopped owner**: nothing fires until it continues, since a live owner is never taken
 //!   over; the timers fire late, never lost, and other processes' schedules and cancels go on.
 //!   It holds the slots its turn had fired and not yet pushed.
 //! - **Full**: a schedule reports the set full only if, at one instant during the call, every
 //!   slot was armed or held by an operation in flight (a schedule between its pop and its arm, a
-//!   cancel between its CAS and its push, an owner's turn between a fire and its push), was
-//!   `FIRING` and not yet taken as interrupted, or was left by a dead process and not yet
-//!   recovered. Cancelled slots need nobody else's progress to come back.
+//!   cancel between its CAS and its push, an owner's turn between a fire and its push), was kept
+//!   by a client for its next schedule (one slot a client), was `FIRING` and not yet taken as
+//!   interrupted, or was left by a dead process and not yet recovered. Cancelled slots need
+//!   nobody else's progress to come back, but a kept one serves only its own client until that
+//!   client is dropped.
 //!
 //! The `shm_stopped` test stops a scheduler-and-canceller and an owner before each of their
 //! numbered shared writes in turn and checks the first and the last of these while the process
@@ -186,7 +195,7 @@ pub use error::{Error, ScheduleError};
 pub use layout::{Geometry, HEADER_BYTES, MAX_CAPACITY, SLOT_BYTES, bytes_for};
 pub use tickwheel::Mode;
 
-use crate::sync::{Arc, Ordering, fence};
+use crate::sync::{Arc, AtomicU64, Ordering, fence};
 use layout::Layout;
 use map::Memory;
 use proc::Liveness;
@@ -551,12 +560,15 @@ impl Segment {
     }
 
     fn attach_ident(&self, me: Ident) -> Result<Client, Error> {
+        sys::watch_forks();
         let record = self.view().register(me.word()).ok_or(Error::RegistryFull)?;
         Ok(Client {
             segment: self.clone(),
             me,
             record: Some(record),
             stripe: record % layout::STRIPES,
+            kept: Arc::new(AtomicU64::new(NO_SLOT)),
+            forks: sys::forks(),
             maker: std::process::id(),
         })
     }
@@ -627,6 +639,13 @@ pub struct Client {
     record: Option<usize>,
     /// The counter stripe this client adds to (see `layout`).
     stripe: usize,
+    /// The slot of this client's last winning cancel, kept for its next schedule: `FREE(g)`
+    /// named by this process and on no stack, packed `g << 32 | slot`; [`NO_SLOT`] if none.
+    /// Shared with the client of an advancer made from this one.
+    kept: Arc<AtomicU64>,
+    /// [`sys::forks`] when this client was made: a copy in a `fork` child sees another count,
+    /// and keeps no slot (its memory, and the slot with it, would leave with the child).
+    forks: u64,
     /// The OS process that made this value: a copy left in a child by `fork` is not it, and its
     /// drop must not undo the parent's registration or ownership.
     maker: u32,
@@ -643,20 +662,29 @@ impl fmt::Debug for Client {
 
 impl Drop for Client {
     fn drop(&mut self) {
-        if let Some(i) = self.record.filter(|_| self.in_maker()) {
+        if !self.in_maker() {
+            return;
+        }
+        if let Some((s, g)) = self.take_kept() {
+            self.view().give_back(s, g, self.me.holder());
+        }
+        if let Some(i) = self.record {
             self.segment.view().unregister(i, self.me.word());
         }
     }
 }
 
 impl Client {
-    /// The same process's access without a registry record of its own (the advancer's).
+    /// The same process's access without a registry record of its own (the advancer's), keeping
+    /// its cancelled slot with this client's.
     fn share(&self) -> Client {
         Client {
             segment: self.segment.clone(),
             me: self.me,
             record: None,
             stripe: self.stripe,
+            kept: Arc::clone(&self.kept),
+            forks: self.forks,
             maker: self.maker,
         }
     }
@@ -690,11 +718,37 @@ impl Client {
     pub fn schedule_at(&self, deadline: u64, payload: u64) -> Result<Handle, ScheduleError> {
         let v = self.view();
         let holder = self.me.holder();
+        // The slot of this client's last cancel, if it kept one and still holds it (a copy of
+        // the client in a `fork` child may have taken it: the claim then fails).
+        let kept = self.take_kept().filter(|&(s, g)| v.claim(s, g, holder));
+        let (slot, generation) = match kept {
+            Some(kept) => kept,
+            None => self.pop_and_claim(&v, holder, payload)?,
+        };
+        v.arm(slot, generation, deadline, payload);
+        v.mark(slot);
+        v.count(layout::counter(self.stripe, layout::C_SCHEDULED), 1);
+        self.wake_if_earlier(deadline);
+        Ok(Handle {
+            set: self.segment.inner.set,
+            slot,
+            generation,
+        })
+    }
+
+    /// Pops a free slot and claims it; the set full (`payload` handed back) or its stack
+    /// overwritten.
+    fn pop_and_claim(
+        &self,
+        v: &View<'_>,
+        holder: u32,
+        payload: u64,
+    ) -> Result<(u32, u32), ScheduleError> {
         let mut waits = 0;
         let mut lost = 0;
-        let (slot, generation) = loop {
+        loop {
             match v.pop_free() {
-                Pop::Slot(s, g) if v.claim(s, g, holder) => break (s, g),
+                Pop::Slot(s, g) if v.claim(s, g, holder) => return Ok((s, g)),
                 // Re-issued by recovery, or taken by a claimer that popped it before recovery
                 // re-issued it: this stack entry is spent, pop again. A re-issued slot reaches
                 // the stack a moment after its generation moved: wait for it (a few times) before
@@ -714,16 +768,34 @@ impl Client {
                     return Err(ScheduleError::Full(payload));
                 }
             }
-        };
-        v.arm(slot, generation, deadline, payload);
-        v.mark(slot);
-        v.count(layout::counter(self.stripe, layout::C_SCHEDULED), 1);
-        self.wake_if_earlier(deadline);
-        Ok(Handle {
-            set: self.segment.inner.set,
-            slot,
-            generation,
-        })
+        }
+    }
+
+    /// The slot this client keeps, taken out (`(slot, generation)`), if any.
+    fn take_kept(&self) -> Option<(u32, u32)> {
+        // Acquire: pairs with `keep`'s Release, so the cancel CAS that freed the slot (another
+        // thread's, through a shared client) comes before the taker's claim of it, which then
+        // reads `FREE(g)`, not the `PENDING` word before it.
+        let kept = self.kept.swap(NO_SLOT, Ordering::Acquire);
+        (kept != NO_SLOT).then_some((kept as u32, (kept >> 32) as u32))
+    }
+
+    /// Keeps `(slot, generation)`, a slot this client's cancel just freed, for its next schedule;
+    /// false if it keeps one already, or if this is a copy of a client that a `fork` child
+    /// inherited (whose kept slot would be lost with the child: the caller pushes it instead).
+    fn keep(&self, slot: u32, generation: u32) -> bool {
+        if sys::forks() != self.forks {
+            return false;
+        }
+        // Release: see `take_kept`.
+        self.kept
+            .compare_exchange(
+                NO_SLOT,
+                u64::from(generation) << 32 | u64::from(slot),
+                Ordering::Release,
+                Ordering::Relaxed,
+            )
+            .is_ok()
     }
 
     /// Schedules `payload` to fire `delay` from now, rounded up to a tick (never early). A manual
@@ -756,9 +828,12 @@ impl Client {
         if !v.cancel(handle.slot, handle.generation, holder) {
             return false;
         }
-        // The slot goes straight back on the free stack: the next schedule of any process can
-        // take it without waiting for the owner, whose stale index entry only fails its CAS.
-        v.release(handle.slot, handle.generation, holder);
+        // The slot is free at once, kept for this client's next schedule or back on the free
+        // stack for any process's: no schedule waits for the owner, whose stale index entry only
+        // fails its CAS.
+        if !self.keep(handle.slot, handle.generation.wrapping_add(1)) {
+            v.release(handle.slot, handle.generation, holder);
+        }
         v.count(layout::counter(self.stripe, layout::C_CANCELLED), 1);
         true
     }
@@ -868,6 +943,8 @@ impl Client {
     #[cfg(feature = "test-hooks")]
     pub fn crash(mut self) {
         self.record = None;
+        // A killed process gives nothing back: its kept slot waits for recovery.
+        let _ = self.take_kept();
     }
 
     /// A cancel stopped right after its CAS (the slot not pushed, no count). For tests and
@@ -885,6 +962,9 @@ impl Client {
 /// How many times a schedule that lost a slot to recovery waits for the re-issued slot to reach
 /// the free stack before it reports the set full.
 const RECOVERY_WAITS: u32 = 64;
+
+/// [`Client::kept`] when the client keeps no slot (no slot has index `u32::MAX`).
+const NO_SLOT: u64 = u64::MAX;
 
 /// Claims one schedule may lose in a row (each to a recovery that re-issued the slot it had
 /// popped) before it calls the free stack corrupt: a few milliseconds of a looping stack.

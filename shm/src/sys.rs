@@ -3,7 +3,8 @@
 //!
 //! Every wrapper turns a `-1` return into `io::Error::last_os_error()` through [`cvt`] (the
 //! pattern mio uses), takes and returns owned or borrowed fds, and carries the `// SAFETY:`
-//! argument for its one `unsafe` block. Nothing else in the crate calls `libc`.
+//! argument for its one `unsafe` block. Nothing else in the crate calls `libc`. It also counts
+//! forks ([`forks`]), so a client can tell that it is a copy a `fork` child inherited.
 //!
 //! All fds are created non-blocking and close-on-exec.
 
@@ -235,6 +236,37 @@ pub(crate) fn open_existing(path: &std::ffi::CStr) -> io::Result<OwnedFd> {
     let fd = cvt(unsafe { libc::open(path.as_ptr(), flags) })?;
     // SAFETY: `fd` was just returned by the kernel and is owned by no one else.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Forks of this process and its ancestors seen since [`watch_forks`] first ran: a `fork` child
+/// handler adds one, in the child, before any of its code runs. Not part of any shared protocol,
+/// hence std's atomic.
+static FORKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+extern "C" fn count_fork() {
+    // Relaxed: the child's one thread runs this before anything else; threads it starts later
+    // see it through their spawn.
+    FORKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Makes [`forks`] count the forks from now on (once per process; later calls do nothing). An
+/// error of `pthread_atfork` (out of memory) leaves forks uncounted: `forks` then stays 0.
+pub(crate) fn watch_forks() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: registers a child handler that only adds to an atomic (async-signal-safe, as a
+        // fork child handler must be); no prepare or parent handler.
+        let _ = unsafe { libc::pthread_atfork(None, None, Some(count_fork)) };
+    });
+}
+
+/// The forks counted so far (see [`watch_forks`]): a value read before a `fork` differs in the
+/// child, so a copy of a process's state that a child inherited can be told apart cheaply (one
+/// load, where `getpid` is a system call).
+#[inline]
+pub(crate) fn forks() -> u64 {
+    // Relaxed: see `count_fork`.
+    FORKS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// True unless `kill(pid, 0)` says there is no such process (`ESRCH`). A process we may not

@@ -14,18 +14,21 @@
 //! |--------------------------------|---------------------------------|-------|
 //! | `FREE(g)` or `FREE(g, c)` → `HELD(g, p)` | process `p`, after popping `(s, g)` | CAS |
 //! | `HELD(g, p)` → `PENDING(g)`    | `p` (deadline and payload written first) | store |
-//! | `PENDING(g)` → `FREE(g+1, c)`  | process `c` holding the handle (cancel), then it pushes the slot | CAS |
+//! | `PENDING(g)` → `FREE(g+1, c)`  | process `c` holding the handle (cancel), then it pushes the slot or its client keeps it | CAS |
 //! | `FREE(g+1, c)` → `FREE(g+1)`   | `c`, once the slot is on the stack | CAS |
 //! | `PENDING(g)` → `FIRING(g)`     | owner, when the wheel says due  | CAS   |
 //! | `FIRING(g)` → `FREE(g+1)`      | owner, after the handler returned | CAS |
+//! | `HELD(g, p)` → `FREE(g+1, p)`  | `p` giving back a kept slot it claimed, then it pushes the slot | store |
 //! | `HELD(g, p)` → `FREE(g+1)`     | owner in recovery, `p` dead     | CAS   |
 //! | `FREE(g)` / `FREE(g, c)` → `FREE(g+1)` | owner in recovery, slot on no stack (`c` dead) | CAS |
 //!
 //! Each arming is ended by exactly one CAS that wins (a cancel's, or the owner's fire), and the
-//! winner alone puts the slot back on the free stack: the canceller at once, the owner with the
-//! rest of its turn's freed slots as one chain (one CAS). Recovery re-issues only a slot it knows
-//! to be on no stack (see `Advancer::recover`). So a slot is on the free stack at most once. A
-//! handle carries `g`; its CAS can only match the arming it was made for.
+//! winner alone puts the slot back on the free stack: the canceller at once (or its client keeps
+//! the slot, and only a claim of it, by CAS, takes it from there: the client's next schedule, or
+//! its drop, which claims it before pushing), the owner with the rest of its turn's freed slots
+//! as one chain (one CAS). Recovery re-issues only a slot it knows to be on no stack (see
+//! `Advancer::recover`). So a slot is on the free stack at most once. A handle carries `g`; its
+//! CAS can only match the arming it was made for.
 //!
 //! # Free stack: pop and push are one CAS each
 //!
@@ -359,6 +362,25 @@ impl<'a> View<'a> {
             Ordering::Release,
             Ordering::Relaxed,
         );
+    }
+
+    /// A slot `(s, g)` that a client of `holder` kept from its cancel (`FREE(g, holder)`, on no
+    /// stack), back on the free stack as its client is dropped. Claimed first, so that if a copy
+    /// of the client left in a `fork` child took the slot meanwhile, the claim fails and nothing
+    /// is pushed; then moved to the next generation while held, so that no copy of `(s, g)` can
+    /// claim it between here and the push; then released as a cancel's slot is.
+    pub(crate) fn give_back(&self, s: u32, g: u32, holder: u32) {
+        if !self.claim(s, g, holder) {
+            return;
+        }
+        hooks::store_point();
+        // Release: as `release`'s last step (recovery reads a FREE word with Acquire). A store,
+        // not a CAS: only the holder writes a HELD word (see `arm`).
+        self.state(s).store(
+            pack(g.wrapping_add(1), Tag::Free, holder),
+            Ordering::Release,
+        );
+        self.release(s, g, holder);
     }
 
     /// Owner: `PENDING(g)` → `FIRING(g)`. `Err(word)` if a cancel won (or the word moved).

@@ -3,50 +3,17 @@
 
 #![cfg(not(loom))]
 
-use std::collections::HashSet;
+mod shm_util;
+
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tickwheel_shm::{Advancer, Client, Config, CrashPoint, Error, Segment};
+use shm_util::world::{World, fire_all};
+use tickwheel_shm::{Advancer, CrashPoint, Error};
 
 const OWNER: u32 = 100;
 const VICTIM: u32 = 200;
 const HEIR: u32 = 300;
-
-struct World {
-    segment: Segment,
-    dead: Arc<Mutex<HashSet<u32>>>,
-}
-
-impl World {
-    fn new(capacity: usize) -> World {
-        let dead = Arc::new(Mutex::new(HashSet::new()));
-        let d = dead.clone();
-        let segment = Segment::anonymous(&Config::new(capacity).manual_clock())
-            .unwrap()
-            .with_liveness_probe(Arc::new(move |pid| !d.lock().unwrap().contains(&pid)));
-        World { segment, dead }
-    }
-
-    fn attach(&self, pid: u32) -> Client {
-        self.segment.attach_as(pid).unwrap()
-    }
-
-    /// The process dies: a killed process unregisters nothing.
-    fn kill(&self, pid: u32, client: Client) {
-        client.crash();
-        self.dead.lock().unwrap().insert(pid);
-    }
-}
-
-fn fire_all(adv: &mut Advancer, to: u64) -> Vec<u64> {
-    adv.advance_to(to);
-    let mut fired = Vec::new();
-    adv.turn(|p| fired.push(p));
-    fired.sort_unstable();
-    fired
-}
 
 /// Every slot can be scheduled again, then everything is cancelled: nothing leaked.
 fn assert_no_leak(world: &World, adv: &mut Advancer) {

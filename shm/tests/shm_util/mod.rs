@@ -14,6 +14,7 @@ use std::process::{Child, Command};
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
 pub mod steps;
+pub mod world;
 
 /// Ops a child may log; payload = child * STRIDE + sequence number.
 pub const STRIDE: u64 = 1 << 18;
