@@ -560,7 +560,7 @@ impl Segment {
     }
 
     fn attach_ident(&self, me: Ident) -> Result<Client, Error> {
-        sys::watch_forks();
+        let forks = sys::watch_forks().then(sys::forks);
         let record = self.view().register(me.word()).ok_or(Error::RegistryFull)?;
         Ok(Client {
             segment: self.clone(),
@@ -568,7 +568,7 @@ impl Segment {
             record: Some(record),
             stripe: record % layout::STRIPES,
             kept: Arc::new(AtomicU64::new(NO_SLOT)),
-            forks: sys::forks(),
+            forks,
             maker: std::process::id(),
         })
     }
@@ -644,8 +644,9 @@ pub struct Client {
     /// Shared with the client of an advancer made from this one.
     kept: Arc<AtomicU64>,
     /// [`sys::forks`] when this client was made: a copy in a `fork` child sees another count,
-    /// and keeps no slot (its memory, and the slot with it, would leave with the child).
-    forks: u64,
+    /// and keeps no slot (its memory, and the slot with it, would leave with the child). `None`
+    /// where forks are not counted: then no client keeps a slot.
+    forks: Option<u64>,
     /// The OS process that made this value: a copy left in a child by `fork` is not it, and its
     /// drop must not undo the parent's registration or ownership.
     maker: u32,
@@ -781,10 +782,11 @@ impl Client {
     }
 
     /// Keeps `(slot, generation)`, a slot this client's cancel just freed, for its next schedule;
-    /// false if it keeps one already, or if this is a copy of a client that a `fork` child
-    /// inherited (whose kept slot would be lost with the child: the caller pushes it instead).
+    /// false if it keeps one already, if this is a copy of a client that a `fork` child
+    /// inherited (whose kept slot would be lost with the child: the caller pushes it instead), or
+    /// if forks are not counted (see [`sys::watch_forks`]).
     fn keep(&self, slot: u32, generation: u32) -> bool {
-        if sys::forks() != self.forks {
+        if self.forks != Some(sys::forks()) {
             return false;
         }
         // Release: see `take_kept`.

@@ -249,15 +249,19 @@ extern "C" fn count_fork() {
     FORKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// Makes [`forks`] count the forks from now on (once per process; later calls do nothing). An
-/// error of `pthread_atfork` (out of memory) leaves forks uncounted: `forks` then stays 0.
-pub(crate) fn watch_forks() {
+/// Makes [`forks`] count the forks from now on (once per process; later calls do nothing), and
+/// says whether it does: false if `pthread_atfork` failed (out of memory), and then for good.
+pub(crate) fn watch_forks() -> bool {
     static ONCE: std::sync::Once = std::sync::Once::new();
+    static WATCHING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     ONCE.call_once(|| {
         // SAFETY: registers a child handler that only adds to an atomic (async-signal-safe, as a
         // fork child handler must be); no prepare or parent handler.
-        let _ = unsafe { libc::pthread_atfork(None, None, Some(count_fork)) };
+        let ret = unsafe { libc::pthread_atfork(None, None, Some(count_fork)) };
+        // Relaxed: `call_once` orders this store before every caller's load below.
+        WATCHING.store(ret == 0, std::sync::atomic::Ordering::Relaxed);
     });
+    WATCHING.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// The forks counted so far (see [`watch_forks`]): a value read before a `fork` differs in the
