@@ -254,14 +254,17 @@ fn estimate_width<V>(events: &mut [Event<V>]) -> Option<u64> {
 impl crate::Timers for CalendarQueue<u64> {
     type Id = CalendarId;
 
+    #[inline]
     fn insert(&mut self, deadline: u64, value: u64) -> CalendarId {
         CalendarQueue::insert(self, deadline, value)
     }
 
+    #[inline]
     fn cancel(&mut self, id: CalendarId) -> Option<u64> {
         self.remove(id)
     }
 
+    #[inline]
     fn reset(&mut self, id: &mut CalendarId, deadline: u64) -> bool {
         match self.remove(*id) {
             Some(value) => {

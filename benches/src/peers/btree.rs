@@ -25,6 +25,7 @@ impl BTreeTimers {
 impl Timers for BTreeTimers {
     type Id = (u64, u64);
 
+    #[inline]
     fn insert(&mut self, deadline: u64, value: u64) -> (u64, u64) {
         self.seq += 1;
         let key = (deadline, self.seq);
@@ -32,10 +33,12 @@ impl Timers for BTreeTimers {
         key
     }
 
+    #[inline]
     fn cancel(&mut self, id: (u64, u64)) -> Option<u64> {
         self.map.remove(&id)
     }
 
+    #[inline]
     fn reset(&mut self, id: &mut (u64, u64), deadline: u64) -> bool {
         match self.map.remove(id) {
             Some(value) => {

@@ -70,15 +70,18 @@ impl TokioDelayQueue {
 impl Timers for TokioDelayQueue {
     type Id = Key;
 
+    #[inline]
     fn insert(&mut self, deadline: u64, value: u64) -> Key {
         self.due_from = self.due_from.min(deadline);
         self.queue.insert_at(value, self.instant_of(deadline))
     }
 
+    #[inline]
     fn cancel(&mut self, id: Key) -> Option<u64> {
         self.queue.try_remove(&id).map(|e| e.into_inner())
     }
 
+    #[inline]
     fn reset(&mut self, id: &mut Key, deadline: u64) -> bool {
         // `reset_at` panics on a vacant key; the workloads only re-arm armed timers, and a slab key
         // has no generation to tell a reused one apart, so this check is all DelayQueue offers.

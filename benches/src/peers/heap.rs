@@ -100,6 +100,7 @@ impl LazyHeap {
 impl Timers for LazyHeap {
     type Id = HeapId;
 
+    #[inline]
     fn insert(&mut self, deadline: u64, value: u64) -> HeapId {
         let slot = match self.free.pop() {
             Some(slot) => slot,
@@ -126,10 +127,12 @@ impl Timers for LazyHeap {
         self.slots.reserve(n);
     }
 
+    #[inline]
     fn cancel(&mut self, id: HeapId) -> Option<u64> {
         self.is_current(id).then(|| self.retire(id.slot))
     }
 
+    #[inline]
     fn reset(&mut self, id: &mut HeapId, deadline: u64) -> bool {
         if !self.is_current(*id) {
             return false;

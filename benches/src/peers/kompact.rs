@@ -93,6 +93,7 @@ impl KompactWheel {
 impl Timers for KompactWheel {
     type Id = KompactId;
 
+    #[inline]
     fn insert(&mut self, deadline: u64, value: u64) -> KompactId {
         self.next_id += 1;
         let id = self.next_id;
@@ -101,12 +102,14 @@ impl Timers for KompactWheel {
         KompactId { id, value }
     }
 
+    #[inline]
     fn cancel(&mut self, id: KompactId) -> Option<u64> {
         self.wheel.cancel(&id.id).ok()?;
         self.len -= 1;
         Some(id.value)
     }
 
+    #[inline]
     fn reset(&mut self, id: &mut KompactId, deadline: u64) -> bool {
         if self.wheel.cancel(&id.id).is_err() {
             return false;

@@ -34,6 +34,7 @@ pub(super) const BOUND: usize = 1 << 24;
 impl Timers for TickWheel {
     type Id = TimerId;
 
+    #[inline]
     fn insert(&mut self, deadline: u64, value: u64) -> TimerId {
         match self.wheel.insert(deadline, value) {
             Ok(id) => id,
@@ -41,10 +42,12 @@ impl Timers for TickWheel {
         }
     }
 
+    #[inline]
     fn cancel(&mut self, id: TimerId) -> Option<u64> {
         self.wheel.cancel(id)
     }
 
+    #[inline]
     fn reset(&mut self, id: &mut TimerId, deadline: u64) -> bool {
         self.wheel.reset(*id, deadline)
     }

@@ -69,17 +69,20 @@ impl Timers for TimeoutC {
         unsafe { tp_prepare(self.peer.as_ptr(), n as u64) }
     }
 
+    #[inline]
     fn insert(&mut self, deadline: u64, value: u64) -> u64 {
         // SAFETY: see above the impl.
         unsafe { tp_insert(self.peer.as_ptr(), deadline, value) }
     }
 
+    #[inline]
     fn cancel(&mut self, id: u64) -> Option<u64> {
         let mut value = 0;
         // SAFETY: see above the impl.
         (unsafe { tp_cancel(self.peer.as_ptr(), id, &mut value) } != 0).then_some(value)
     }
 
+    #[inline]
     fn reset(&mut self, id: &mut u64, deadline: u64) -> bool {
         // SAFETY: see above the impl.
         unsafe { tp_reset(self.peer.as_ptr(), *id, deadline) != 0 }

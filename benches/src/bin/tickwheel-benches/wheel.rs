@@ -154,7 +154,12 @@ fn run_workload(kinds: &[Kind], w: Workload, n: usize, reps: usize) -> Vec<Row> 
         for (i, &kind) in kinds.iter().enumerate() {
             let t = Instant::now();
             let out = with_timers!(kind, |make| w.run(make, n, seed));
-            log.push_str(&format!(" {} {:.2?}", kind.name(), t.elapsed()));
+            log.push_str(&format!(
+                " {} {:.2?} [{:.1}]",
+                kind.name(),
+                t.elapsed(),
+                out.ns_per_op()
+            ));
             samples[i].push(out.ns_per_op());
             sums.push((kind.name(), out.checksum));
         }
