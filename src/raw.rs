@@ -89,7 +89,9 @@
 //! - A sweep walks the whole overflow list. It is meant for rare, very long timers.
 
 use crate::batches::Place;
-use crate::buckets::{Bucket, Buckets, due_bucket, level_and_slot, overflow_bucket, wheel_bucket};
+use crate::buckets::{
+    Bucket, Buckets, Front, due_bucket, level_and_slot, overflow_bucket, wheel_bucket,
+};
 use crate::geometry::{
     SLOT_BITS, SLOTS, coarse_slot_tick, granularity_shift, granules_ceil, granules_ceil_positive,
     granules_to_tick, level_for, level_for_delay, level_span_ticks, round_up, slot_for,
@@ -203,26 +205,25 @@ impl RawWheel {
     }
 
     /// [`link`](Self::link) in two halves, for storage that writes a new timer whole: `locate`
-    /// gives the bucket and expiry of `deadline`, this the list the entry records there (the
-    /// bucket, or a batch position) and the timer `index` goes in front of on it (see
-    /// [`Buckets::front`]); the storage writes the entry as [`Links::set_head`] would and
+    /// gives the bucket and expiry of `deadline`, this where the timer `index` goes there (a
+    /// batch position, or the front of the bucket's list; see [`Buckets::front`]); the storage
+    /// writes the entry as [`Links::set_head`] would, with [`Front::links`], and
     /// [`linked_new`](Self::linked_new) links the rest.
     #[inline]
-    pub(crate) fn front(&self, bucket: Bucket, index: u32) -> (Bucket, u32) {
+    pub(crate) fn front(&self, bucket: Bucket, index: u32) -> Front {
         self.buckets.front(bucket, index)
     }
 
-    /// The second half of [`front`](Self::front), for the timer `index` written on `list` in
-    /// front of `head`.
+    /// The second half of [`front`](Self::front), for the timer `index` written at `front`.
     #[inline]
     pub(crate) fn linked_new<L: Links>(
         &mut self,
         links: &mut L,
-        (list, index, head): (Bucket, u32, u32),
+        index: u32,
+        front: Front,
         expiry: u64,
     ) {
-        self.buckets
-            .inserted_front(links, (list, index, head), expiry);
+        self.buckets.inserted_front(links, index, front, expiry);
         self.stats.inserted += 1;
     }
 
@@ -287,7 +288,7 @@ impl RawWheel {
         links: &mut L,
         index: u32,
         bucket: Bucket,
-    ) -> (Bucket, u32) {
+    ) -> Front {
         self.settle(links, bucket);
         self.buckets.front(bucket, index)
     }
@@ -301,15 +302,15 @@ impl RawWheel {
         links: &mut L,
         index: u32,
         old: Option<(u32, u32, u32)>,
-        (list, head): (Bucket, u32),
+        front: Front,
         expiry: u64,
     ) {
         match old {
             None => {
-                self.buckets.expiry_set(list, expiry);
+                self.buckets.expiry_set(front.links().0, expiry);
                 self.stats.resets_in_place += 1;
             }
-            Some(old) => self.buckets.moved(links, index, old, (list, head), expiry),
+            Some(old) => self.buckets.moved(links, index, old, front, expiry),
         }
     }
 

@@ -150,9 +150,10 @@ impl<T> Wheel<T> {
             // Placed first, so that the entry is written once, whole, with its links: a link
             // through `Links` would write it a second time.
             let (bucket, expiry) = self.raw.locate(slab, deadline);
-            let (list, head) = self.raw.front(bucket, index);
+            let front = self.raw.front(bucket, index);
+            let (list, head) = front.links();
             let generation = slab.insert_head(index, (head, list, expiry), value);
-            self.raw.linked_new(slab, (list, index, head), expiry);
+            self.raw.linked_new(slab, index, front, expiry);
             Ok(TimerId { index, generation })
         })
     }
@@ -474,9 +475,10 @@ fn move_timer<T, S: Store<T>>(
     bucket: u32,
     expiry: u64,
 ) {
-    let (list, head) = raw.prepare_move(slab, index, bucket);
+    let front = raw.prepare_move(slab, index, bucket);
+    let (list, head) = front.links();
     let old = slab.move_head(index, (head, list, expiry));
-    raw.moved(slab, index, old, (list, head), expiry);
+    raw.moved(slab, index, old, front, expiry);
 }
 
 impl<T> Default for Wheel<T> {
