@@ -119,9 +119,6 @@ struct Pool {
     tables: [Vec<u32>; SLOTS],
     /// Per level-2 slot: its positions.
     lens: [u32; SLOTS],
-    /// Per level-2 slot: its last block (`tables[slot].last()`, meaningful while `lens[slot]`
-    /// is not zero), so an append looks up no table.
-    last: [u32; SLOTS],
 }
 
 impl Pool {
@@ -131,7 +128,6 @@ impl Pool {
             free: Vec::new(),
             tables: std::array::from_fn(|_| Vec::new()),
             lens: [0; SLOTS],
-            last: [0; SLOTS],
         }
     }
 
@@ -155,23 +151,16 @@ impl Pool {
     /// Appends `filed` to `slot`'s batch.
     #[inline(always)]
     fn push(&mut self, slot: usize, filed: Filed) {
-        self.push_at(slot, self.len(slot), filed);
-    }
-
-    /// [`push`](Self::push), `at` being `slot`'s length.
-    #[inline(always)]
-    fn push_at(&mut self, slot: usize, at: usize, filed: Filed) {
-        debug_assert_eq!(at, self.len(slot));
+        let at = self.len(slot);
         if at % BLOCK == 0 {
             let block = match self.free.pop() {
                 Some(block) => block,
                 None => self.grow(),
             };
             self.tables[slot].push(block);
-            self.last[slot] = block;
         }
         self.lens[slot] += 1;
-        self.blocks[self.last[slot] as usize][at & (BLOCK - 1)] = filed;
+        *self.get_mut(slot, at) = filed;
     }
 
     /// A new block, for a batch to use.
@@ -234,23 +223,6 @@ pub(crate) enum Place {
     Window { slot: usize, tick: usize },
     /// In the run, for `tick` of the level-0 window the clock is in.
     Run { tick: usize },
-}
-
-/// The next position of a waiting batch, as [`Batches::vacancy`] found it: its slot, its index
-/// in the batch and its list id.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Vacancy {
-    slot: u8,
-    at: u32,
-    list: Bucket,
-}
-
-impl Vacancy {
-    /// The list id an entry filed here records.
-    #[inline(always)]
-    pub(crate) fn list(self) -> Bucket {
-        self.list
-    }
 }
 
 /// The batches of level 2, the window and the run.
@@ -345,28 +317,18 @@ impl Batches {
     /// The list id the next timer appended to `slot`'s batch gets; `None` if it has no room.
     #[inline(always)]
     fn vacant(&self, slot: usize) -> Option<Bucket> {
-        self.vacancy_at(slot).map(Vacancy::list)
-    }
-
-    /// The next position of `slot`'s batch; `None` if it has no room.
-    #[inline(always)]
-    fn vacancy_at(&self, slot: usize) -> Option<Vacancy> {
         let at = self.batches.len(slot);
         let room = at < BATCH_LEN && at < 2 * self.live[slot] as usize + SLACK;
-        room.then(|| Vacancy {
-            slot: slot as u8,
-            at: at as u32,
-            list: self.id(slot, at),
-        })
+        room.then(|| self.id(slot, at))
     }
 
-    /// Where a new timer filed on level-2 `slot` (a waiting batch) goes, for storage that writes
-    /// the entry itself (see [`shelved`](Self::shelved)); `None` if the batch has no room (link
-    /// it into the slot's list instead).
+    /// The list id a new timer filed on level-2 `slot` (a waiting batch) gets, for storage that
+    /// writes the entry itself (see [`shelved`](Self::shelved)); `None` if the batch has no room
+    /// (link it into the slot's list instead).
     #[inline(always)]
-    pub(crate) fn vacancy(&self, slot: usize) -> Option<Vacancy> {
+    pub(crate) fn position(&self, slot: usize) -> Option<Bucket> {
         debug_assert_ne!(slot, self.window, "level 2 is after the clock's slot");
-        self.vacancy_at(slot & (SLOTS - 1))
+        self.vacant(slot & (SLOTS - 1))
     }
 
     /// Files a timer with `expiry` in the batch of level-2 `slot`; `false` if the batch has no
@@ -379,28 +341,23 @@ impl Batches {
         slot: usize,
         expiry: u64,
     ) -> bool {
-        let Some(vacancy) = self.vacancy(slot) else {
+        let Some(list) = self.position(slot) else {
             return false;
         };
-        links.set_head(index, NIL, vacancy.list, expiry);
-        self.shelved(index, vacancy, expiry);
+        links.set_head(index, NIL, list, expiry);
+        self.shelved(index, list, expiry);
         true
     }
 
     /// The rest of [`shelve`](Self::shelve) once the storage wrote the entry as
-    /// [`Links::set_head`] would, at `vacancy` from [`vacancy`](Self::vacancy) (nothing filed in
+    /// [`Links::set_head`] would, at `list` from [`position`](Self::position) (nothing filed in
     /// that batch since).
     #[inline(always)]
-    pub(crate) fn shelved(&mut self, index: u32, vacancy: Vacancy, expiry: u64) {
-        let slot = usize::from(vacancy.slot) & (SLOTS - 1);
-        debug_assert_eq!(
-            vacancy.at as usize,
-            self.batches.len(slot),
-            "the position named"
-        );
-        self.batches.push_at(
+    pub(crate) fn shelved(&mut self, index: u32, list: Bucket, expiry: u64) {
+        let (slot, at) = self.split(list);
+        debug_assert_eq!(at, self.batches.len(slot), "the position named");
+        self.batches.push(
             slot,
-            vacancy.at as usize,
             Filed {
                 index,
                 tick: window_tick(expiry),
@@ -919,10 +876,10 @@ mod tests {
             filed += 1;
         }
         assert_eq!(filed as usize, 2 + SLACK, "2 * 1 timer + {SLACK} positions");
-        assert!(b.vacancy(4).is_none());
-        assert!(b.vacancy(5).is_some(), "other batches have room");
+        assert!(b.position(4).is_none());
+        assert!(b.position(5).is_some(), "other batches have room");
         leave(&mut b, &mut links, 0);
-        assert!(b.vacancy(4).is_some(), "emptied, so room again");
+        assert!(b.position(4).is_some(), "emptied, so room again");
         b.check(&links);
     }
 }

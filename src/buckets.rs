@@ -32,34 +32,12 @@
 //! The bound is not raised when the earliest overflow timer leaves (that would need a walk); the
 //! wheel's next sweep recomputes it.
 
-use crate::batches::{Batches, Vacancy};
+use crate::batches::Batches;
 use crate::geometry::{MAX_LEVELS, SLOT_BITS, SLOT_MASK, SLOTS};
-use crate::lists::{Detached, Links, Lists, NIL, Spot};
+use crate::lists::{Detached, Links, Lists, NIL};
 
 /// A list identifier: `level * 64 + slot` for wheel buckets, then `due` and `overflow`.
 pub(crate) type Bucket = u32;
-
-/// Where a new or moved timer goes ([`Buckets::front`]): decided once, so that linking it after
-/// its storage wrote the entry need not ask again.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Front {
-    /// The next position of a waiting level-2 batch.
-    Batch(Vacancy),
-    /// The front of a list.
-    List(Spot),
-}
-
-impl Front {
-    /// The list the timer's entry records and the timer after it there (`next`), as
-    /// [`Links::set_head`] writes them.
-    #[inline(always)]
-    pub(crate) fn links(self) -> (Bucket, u32) {
-        match self {
-            Front::Batch(vacancy) => (vacancy.list(), NIL),
-            Front::List(spot) => (spot.list, spot.head),
-        }
-    }
-}
 
 /// The wheel bucket of `slot` on `level`.
 #[inline]
@@ -231,42 +209,46 @@ impl Buckets {
     }
 
     /// Where a new timer `index` goes on `bucket` (see [`inserted_front`](Self::inserted_front)):
-    /// the next position of its level-2 slot's batch, or the front of the bucket's list.
+    /// the list its entry records (`bucket`, or a batch position) and the timer it goes in front
+    /// of there (`NIL` in a batch).
     #[inline]
-    pub(crate) fn front(&self, bucket: Bucket, index: u32) -> Front {
+    pub(crate) fn front(&self, bucket: Bucket, index: u32) -> (Bucket, u32) {
         match self
             .batch_slot(bucket)
-            .and_then(|slot| self.batches.vacancy(slot))
+            .and_then(|slot| self.batches.position(slot))
         {
-            Some(vacancy) => Front::Batch(vacancy),
-            None => Front::List(self.lists.front(bucket, index)),
+            Some(position) => (position, NIL),
+            None => (bucket, self.lists.front(bucket, index)),
         }
     }
 
     /// [`insert`](Self::insert) of a new timer whose storage wrote its links as
-    /// [`Links::set_head`] would, at `front` (from [`front`](Self::front), [`Front::links`]).
+    /// [`Links::set_head`] would, on `list` in front of `head`, from [`front`](Self::front).
     #[inline]
     pub(crate) fn inserted_front(
         &mut self,
         links: &mut impl Links,
-        index: u32,
-        front: Front,
+        (list, index, head): (Bucket, u32, u32),
         expiry: u64,
     ) {
         self.len += 1;
-        self.pushed(links, index, front, expiry);
+        self.pushed(links, (list, index, head), expiry);
     }
 
-    /// Joins a timer whose entry was written as [`Links::set_head`] would, at `front` (from
-    /// [`front`](Self::front), nothing filed since), to that list or batch.
+    /// Joins a timer whose entry was written as [`Links::set_head`] would, on `list` in front of
+    /// `head` (from [`front`](Self::front)), to that list or batch.
     #[inline(always)]
-    fn pushed(&mut self, links: &mut impl Links, index: u32, front: Front, expiry: u64) {
-        match front {
-            Front::Batch(vacancy) => self.batches.shelved(index, vacancy, expiry),
-            Front::List(spot) => {
-                self.lists.pushed_front(links, index, spot);
-                self.linked(spot.list, expiry);
-            }
+    fn pushed(
+        &mut self,
+        links: &mut impl Links,
+        (list, index, head): (Bucket, u32, u32),
+        expiry: u64,
+    ) {
+        if self.batches.holds(list) {
+            self.batches.shelved(index, list, expiry);
+        } else {
+            self.lists.pushed_front(links, list, index, head);
+            self.linked(list, expiry);
         }
     }
 
@@ -319,17 +301,13 @@ impl Buckets {
         links: &mut impl Links,
         index: u32,
         old: (u32, u32, Bucket),
-        front: Front,
+        (list, head): (Bucket, u32),
         expiry: u64,
     ) {
-        debug_assert_ne!(
-            old.2,
-            front.links().0,
-            "a move within a list sets the expiry only"
-        );
+        debug_assert_ne!(old.2, list, "a move within a list sets the expiry only");
         // The new place first: leaving a batch may empty it, which would free the position
         // `front` named if the timer moves within that batch.
-        self.pushed(links, index, front, expiry);
+        self.pushed(links, (list, index, head), expiry);
         self.unlink_known(links, index, old);
     }
 
@@ -530,8 +508,7 @@ impl Buckets {
     /// True if `bucket` is a wheel bucket whose tick has been reached.
     #[inline]
     pub(crate) fn is_frozen(&self, bucket: Bucket) -> bool {
-        // Mostly nothing is frozen: one load decides.
-        if self.frozen_levels == 0 || !self.is_wheel(bucket) {
+        if !self.is_wheel(bucket) {
             return false;
         }
         let (level, slot) = level_and_slot(bucket);

@@ -163,14 +163,6 @@ pub(crate) struct Lists {
     few_below: u32,
 }
 
-/// Where an entry goes on a list ([`Lists::front`]): the list, the chain and the chain's head.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Spot {
-    pub(crate) list: u32,
-    chain: u32,
-    pub(crate) head: u32,
-}
-
 impl Lists {
     /// `lists` empty lists, those below `few_below` of [`FEW_CHAINS`] chains each, the others of
     /// [`MAX_CHAINS`].
@@ -214,34 +206,34 @@ impl Lists {
         index: u32,
         expiry: u64,
     ) {
-        let spot = self.front(list, index);
-        links.set_head(index, spot.head, list, expiry);
-        self.pushed_front(links, index, spot);
+        let head = self.front(list, index);
+        links.set_head(index, head, list, expiry);
+        self.pushed_front(links, list, index, head);
     }
 
-    /// Where entry `index` goes when pushed on `list`: its chain, and the chain's head (`NIL` if
-    /// empty), which it goes in front of.
+    /// The entry `index` goes in front of when pushed on `list`: its chain's head, or `NIL`.
     #[inline]
-    pub(crate) fn front(&self, list: u32, index: u32) -> Spot {
-        let chain = self.chain_of(list, index);
-        Spot {
-            list,
-            chain: chain as u32,
-            head: self.heads[list as usize][chain],
-        }
+    pub(crate) fn front(&self, list: u32, index: u32) -> u32 {
+        self.heads[list as usize][self.chain_of(list, index)]
     }
 
     /// The rest of [`push_front`](Self::push_front) once the entry's own links are written as
-    /// [`Links::set_head`] writes them, at `spot` (from [`front`](Self::front) with nothing
-    /// pushed on that chain since): joins the old head to it and makes it the head.
+    /// [`Links::set_head`] writes them, in front of `head` (read by [`front`](Self::front) with
+    /// nothing pushed on that chain since): joins the old head to it and makes it the head.
     #[inline]
-    pub(crate) fn pushed_front(&mut self, links: &mut impl Links, index: u32, spot: Spot) {
-        if spot.head != NIL {
+    pub(crate) fn pushed_front(
+        &mut self,
+        links: &mut impl Links,
+        list: u32,
+        index: u32,
+        head: u32,
+    ) {
+        if head != NIL {
             // A blind write: the old head is not read.
-            links.set_prev(spot.head, index);
+            links.set_prev(head, index);
         }
-        // Within bounds: `front` indexed the same place.
-        self.heads[spot.list as usize][spot.chain as usize & (MAX_CHAINS - 1)] = index;
+        let chain = self.chain_of(list, index);
+        self.heads[list as usize][chain] = index;
     }
 
     /// Takes the linked entry `index` off its chain; returns its list and whether that list

@@ -89,9 +89,7 @@
 //! - A sweep walks the whole overflow list. It is meant for rare, very long timers.
 
 use crate::batches::Place;
-use crate::buckets::{
-    Bucket, Buckets, Front, due_bucket, level_and_slot, overflow_bucket, wheel_bucket,
-};
+use crate::buckets::{Bucket, Buckets, due_bucket, level_and_slot, overflow_bucket, wheel_bucket};
 use crate::geometry::{
     SLOT_BITS, SLOTS, coarse_slot_tick, granularity_shift, granules_ceil, granules_ceil_positive,
     granules_to_tick, level_for, level_for_delay, level_span_ticks, round_up, slot_for,
@@ -205,25 +203,26 @@ impl RawWheel {
     }
 
     /// [`link`](Self::link) in two halves, for storage that writes a new timer whole: `locate`
-    /// gives the bucket and expiry of `deadline`, this where the timer `index` goes there (a
-    /// batch position, or the front of the bucket's list; see [`Buckets::front`]); the storage
-    /// writes the entry as [`Links::set_head`] would, with [`Front::links`], and
+    /// gives the bucket and expiry of `deadline`, this the list the entry records there (the
+    /// bucket, or a batch position) and the timer `index` goes in front of on it (see
+    /// [`Buckets::front`]); the storage writes the entry as [`Links::set_head`] would and
     /// [`linked_new`](Self::linked_new) links the rest.
     #[inline]
-    pub(crate) fn front(&self, bucket: Bucket, index: u32) -> Front {
+    pub(crate) fn front(&self, bucket: Bucket, index: u32) -> (Bucket, u32) {
         self.buckets.front(bucket, index)
     }
 
-    /// The second half of [`front`](Self::front), for the timer `index` written at `front`.
+    /// The second half of [`front`](Self::front), for the timer `index` written on `list` in
+    /// front of `head`.
     #[inline]
     pub(crate) fn linked_new<L: Links>(
         &mut self,
         links: &mut L,
-        index: u32,
-        front: Front,
+        (list, index, head): (Bucket, u32, u32),
         expiry: u64,
     ) {
-        self.buckets.inserted_front(links, index, front, expiry);
+        self.buckets
+            .inserted_front(links, (list, index, head), expiry);
         self.stats.inserted += 1;
     }
 
@@ -288,7 +287,7 @@ impl RawWheel {
         links: &mut L,
         index: u32,
         bucket: Bucket,
-    ) -> Front {
+    ) -> (Bucket, u32) {
         self.settle(links, bucket);
         self.buckets.front(bucket, index)
     }
@@ -302,15 +301,15 @@ impl RawWheel {
         links: &mut L,
         index: u32,
         old: Option<(u32, u32, u32)>,
-        front: Front,
+        (list, head): (Bucket, u32),
         expiry: u64,
     ) {
         match old {
             None => {
-                self.buckets.expiry_set(front.links().0, expiry);
+                self.buckets.expiry_set(list, expiry);
                 self.stats.resets_in_place += 1;
             }
-            Some(old) => self.buckets.moved(links, index, old, front, expiry),
+            Some(old) => self.buckets.moved(links, index, old, (list, head), expiry),
         }
     }
 

@@ -150,10 +150,9 @@ impl<T> Wheel<T> {
             // Placed first, so that the entry is written once, whole, with its links: a link
             // through `Links` would write it a second time.
             let (bucket, expiry) = self.raw.locate(slab, deadline);
-            let front = self.raw.front(bucket, index);
-            let (list, head) = front.links();
+            let (list, head) = self.raw.front(bucket, index);
             let generation = slab.insert_head(index, (head, list, expiry), value);
-            self.raw.linked_new(slab, index, front, expiry);
+            self.raw.linked_new(slab, (list, index, head), expiry);
             Ok(TimerId { index, generation })
         })
     }
@@ -475,10 +474,9 @@ fn move_timer<T, S: Store<T>>(
     bucket: u32,
     expiry: u64,
 ) {
-    let front = raw.prepare_move(slab, index, bucket);
-    let (list, head) = front.links();
+    let (list, head) = raw.prepare_move(slab, index, bucket);
     let old = slab.move_head(index, (head, list, expiry));
-    raw.moved(slab, index, old, front, expiry);
+    raw.moved(slab, index, old, (list, head), expiry);
 }
 
 impl<T> Default for Wheel<T> {
