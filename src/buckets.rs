@@ -311,6 +311,31 @@ impl Buckets {
         self.unlink_known(links, index, old);
     }
 
+    /// The batch position of level `at.0`'s slot `at.1` a timer on the batch position `old`
+    /// moves to, if both are batches and the new one has room (see
+    /// [`batch_moved`](Self::batch_moved)).
+    #[inline(always)]
+    pub(crate) fn batch_to_batch(
+        &self,
+        old: Bucket,
+        (level, slot): (usize, usize),
+    ) -> Option<Bucket> {
+        if level == 2 && self.batched && self.batches.holds(old) {
+            self.batches.position(slot)
+        } else {
+            None
+        }
+    }
+
+    /// The move of a timer from the batch position `old` to `list`, from
+    /// [`batch_to_batch`](Self::batch_to_batch), whose storage wrote its new list and expiry:
+    /// [`moved`](Self::moved) without the lists.
+    #[inline(always)]
+    pub(crate) fn batch_moved(&mut self, index: u32, old: Bucket, list: Bucket, expiry: u64) {
+        self.batches.shelved(index, list, expiry);
+        self.batches.unlink(old);
+    }
+
     /// Detaches every timer of `bucket` (which becomes empty, so unfrozen); walk them with
     /// [`next_detached`](Self::next_detached) and link each with
     /// [`link_detached`](Self::link_detached) or hand it out with

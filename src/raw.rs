@@ -244,6 +244,24 @@ impl RawWheel {
         self.buckets.remove_known(links, index, fields);
     }
 
+    /// Exact mode: the batch position a timer now on the batch position `old` gets if it moves
+    /// to `deadline` on level 2 and that slot's batch has room; `None` for any other move.
+    #[inline(always)]
+    pub(crate) fn batch_move_position(&self, old: Bucket, deadline: u64) -> Option<Bucket> {
+        if deadline <= self.clock {
+            return None;
+        }
+        let at = exact_slot(self.levels, self.clock, deadline)?;
+        self.buckets.batch_to_batch(old, at)
+    }
+
+    /// The move [`batch_move_position`](Self::batch_move_position) named, once the storage
+    /// wrote the timer's new list `list` and `expiry`.
+    #[inline(always)]
+    pub(crate) fn batch_moved(&mut self, index: u32, old: Bucket, list: Bucket, expiry: u64) {
+        self.buckets.batch_moved(index, old, list, expiry);
+    }
+
     /// Moves the linked timer `index` to `deadline`, earlier or later; returns its new expiry.
     /// (To push a timer later without touching any list, raise its [`Links::expiry`] instead.)
     #[inline]

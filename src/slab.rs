@@ -78,6 +78,12 @@ impl<T> Timer<T> {
     pub(crate) fn list(&self) -> u32 {
         self.list_plus_one.get() - 1
     }
+
+    /// Records that the timer is on `list` (its links the caller keeps).
+    #[inline(always)]
+    pub(crate) fn set_list(&mut self, list: u32) {
+        self.list_plus_one = plus_one(list);
+    }
 }
 
 /// Where the entries live: [`Chunks`] for a wheel that grows, [`Flat`] for one whose capacity

@@ -238,16 +238,27 @@ impl<T> Wheel<T> {
                 return false;
             };
             let (old_bucket, old_expiry) = (timer.list(), *timer_expiry);
-            let stats = &mut self.raw.stats;
-            stats.resets += 1;
+            self.raw.stats.resets += 1;
             if mode == Mode::Exact && deadline >= old_expiry && is_read_again(old_bucket, levels) {
                 // The same deferral as below; an Exact expiry is the deadline itself, so there is
                 // nothing to compute (a deadline past the top level goes to the overflow list when
                 // the timer is placed again). On a wheel bucket or in a batch (read again at the
                 // tick it was filed for), no overflow bound to keep.
                 *timer_expiry = deadline;
-                stats.resets_deferred += 1;
+                self.raw.stats.resets_deferred += 1;
                 return true;
+            }
+            if mode == Mode::Exact {
+                // An earlier deadline from one level-2 batch to another (a timer seconds to
+                // minutes out, the move most resets of such timers make): the entry names its new
+                // position, the new batch files it, the old one counts it out. No neighbour to
+                // join and nothing out of line; any other move takes `move_timer`.
+                if let Some(list) = self.raw.batch_move_position(old_bucket, deadline) {
+                    timer.set_list(list);
+                    *timer_expiry = deadline;
+                    self.raw.batch_moved(id.index, old_bucket, list, deadline);
+                    return true;
+                }
             }
             // Where the timer would go now; pure arithmetic, no memory touched.
             let (bucket, expiry) = place(mode, levels, clock, deadline);
@@ -267,9 +278,9 @@ impl<T> Wheel<T> {
                 // only: an Exact reset to a later deadline on a wheel bucket returned above.)
                 *timer_expiry = expiry;
                 if bucket == old_bucket {
-                    stats.resets_in_place += 1;
+                    self.raw.stats.resets_in_place += 1;
                 } else {
-                    stats.resets_deferred += 1;
+                    self.raw.stats.resets_deferred += 1;
                 }
                 return true;
             }
