@@ -10,8 +10,9 @@
 //! capacity); `clear` in the middle of a tick and the wheel used again; dozens of windows in a
 //! row through the same lists; ticks of thousands of positions from the batch, from a cascade
 //! into the window (`file`) and from the level-1 slot's list (`link_run`); the order a tick's
-//! batched timers leave in (the order filed); and a `RawWheel` whose storage links a handed-out
-//! index again at once.
+//! batched timers leave in (the order filed); a `RawWheel` whose storage links a handed-out
+//! index again at once; and resets to earlier deadlines that move timers from one level-2 batch
+//! to another (within a batch, emptying one, spilling one, leaving the window).
 //!
 //! Checked against a naive model (a map of pending timers and a `BTreeSet` of `(expiry, id)`) on
 //! every poll: never early, never late (a timer fires in the first poll whose `now` reaches its
@@ -919,5 +920,71 @@ fn raw_indices_linked_again_mid_tick() {
         }
         assert!(fired >= u64::from(n));
         assert!(wheel.is_empty());
+    }
+}
+
+/// Resets to earlier deadlines that move timers from one level-2 batch to another (the move
+/// `Wheel::reset` makes inline since 4899d52): within one batch, to a batch ahead, the last timer
+/// of a batch leaving it (the batch emptied), a batch whose positions have mostly been left
+/// (it spills to its slot's list), and timers of the window pushed later and then pulled back to
+/// a waiting batch (leaving the window). Each then runs out against the model.
+#[test]
+fn earlier_resets_between_batches() {
+    for seed in 0..6u64 {
+        let start = [0, 9 * L2 + 100, 3 * L3 - 2 * L2][seed as usize % 3];
+        let mut h = Harness::new(start, seed);
+        let first = level_two_slot_after(start, 1);
+        // A batch of one, moved earlier within its own slot and then to a slot ahead: the first
+        // move files it again in the same batch, the second empties that batch.
+        let lone = h.insert(first + 5 * L2 + 3000);
+        h.reset(lone, first + 5 * L2 + 100);
+        h.invariants();
+        h.reset(lone, first + 2 * L2 + 7);
+        h.invariants();
+        // Crowded batches whose timers are pulled back one slot at a time, over and over.
+        let mut ids = Vec::new();
+        for i in 0..(500 + 200 * seed) {
+            let d = first + (6 + i % 4) * L2 + h.rng.below(L2);
+            ids.push(h.insert(d));
+        }
+        for round in 0..6u64 {
+            for &id in &ids {
+                if h.rng.below(3) == 0 {
+                    continue;
+                }
+                let Some(&(e, _)) = h.pending.get(&id) else {
+                    continue;
+                };
+                let lo = first + (5 - round.min(4)) * L2;
+                let d = if e > lo + 1 { h.rng.range(lo, e) } else { e };
+                h.reset(id, d);
+            }
+            h.invariants();
+            h.check();
+        }
+        // Into the window: some timers pushed later while their slot is the window, then pulled
+        // back to a waiting batch before their filed tick comes.
+        h.step_to(first + 2 * L2 + 1);
+        let in_window: Vec<TimerId> = h
+            .order
+            .range((first + 2 * L2 + L1, 0)..(first + 3 * L2, 0))
+            .map(|&(_, bits)| TimerId::from_bits(bits))
+            .collect();
+        for &id in &in_window {
+            let d = h.now() + 4 * L2 + h.rng.below(L2);
+            h.reset(id, d);
+        }
+        h.invariants();
+        for &id in &in_window {
+            if h.rng.below(2) == 0 {
+                let d = h.now() + L2 + h.rng.below(2 * L2);
+                h.reset(id, d);
+            } else {
+                h.cancel(id);
+            }
+        }
+        h.invariants();
+        h.check();
+        h.run_out();
     }
 }
