@@ -63,6 +63,8 @@ pub struct Plan {
     /// Processes that schedule and cancel: 2, or 1 for the cost without contention (the second
     /// worker then only starts and leaves).
     pub processes: usize,
+    /// Instead of the pairs: the owner's turns at its horizon with this many far timers.
+    pub horizon: Option<usize>,
 }
 
 impl Default for Plan {
@@ -72,6 +74,7 @@ impl Default for Plan {
             live: 10_000,
             reps: 5,
             processes: 2,
+            horizon: None,
         }
     }
 }
@@ -455,9 +458,71 @@ pub fn run_once(design: Design, plan: Plan) -> (f64, u64) {
     ((plan.processes as u64 * plan.pairs) as f64 / slower, full)
 }
 
+/// The tick of a fresh owner's first horizon (clock 0), the ticks before it over which a look at
+/// a large far set is spread, and how often the owner turns meanwhile (`shm/src/index.rs`).
+const HORIZON: u64 = 4096;
+const LEAD: u64 = 2048;
+const STEP: u64 = 32;
+
+/// One owner, in this process, holding `timers` timers due 1 to 61 s past its horizon (so all in
+/// its far set). Returns the seconds of its turn at the horizon when it is the first turn since
+/// they were filed (the whole look at the far set in one turn), and the longest turn when the
+/// owner turns every `STEP` ticks through the lead, as it does when it waits on its fd.
+pub fn horizon_turns(timers: usize) -> (f64, f64) {
+    let owner = |timers: usize| {
+        let segment =
+            Segment::anonymous(&Config::new(timers).manual_clock()).expect("shared timer set");
+        let client = segment.attach().expect("attach");
+        let mut adv = client.advancer().expect("advancer");
+        let mut rng = SplitMix64::new(1);
+        for k in 0..timers as u64 {
+            client
+                .schedule_at(HORIZON + deadline(&mut rng), k)
+                .expect("room for every timer");
+        }
+        adv.turn(|_| unreachable!("nothing is due"));
+        (segment, adv)
+    };
+    let timed = |adv: &mut tickwheel_shm::Advancer, at: u64| {
+        adv.advance_to(at);
+        let t = Instant::now();
+        adv.turn(|_| unreachable!("nothing is due before the horizon's end"));
+        t.elapsed().as_secs_f64()
+    };
+    let (_whole_set, mut adv) = owner(timers);
+    let whole = timed(&mut adv, HORIZON);
+    drop((_whole_set, adv));
+    let (_spread_set, mut adv) = owner(timers);
+    let spread = (HORIZON - LEAD..=HORIZON)
+        .step_by(STEP as usize)
+        .map(|at| timed(&mut adv, at))
+        .fold(0f64, f64::max);
+    (whole, spread)
+}
+
 /// The `shm` section: runs both designs `reps` times, interleaved, and returns a Markdown table
-/// with medians and the ratio.
+/// with medians and the ratio (or, with `horizon`, the owner's turn at its horizon).
 pub fn run(plan: Plan) -> String {
+    if let Some(timers) = plan.horizon {
+        let runs: Vec<(f64, f64)> = (0..plan.reps).map(|_| horizon_turns(timers)).collect();
+        let line = |what: &str, of: &dyn Fn(&(f64, f64)) -> f64| {
+            let ms: Vec<f64> = runs.iter().map(|r| of(r) * 1e3).collect();
+            let (lo, hi) = ms
+                .iter()
+                .fold((f64::MAX, 0f64), |(lo, hi), &r| (lo.min(r), hi.max(r)));
+            format!("| {what} | {:.3} | {:.3}-{:.3} |\n", median(&ms), lo, hi)
+        };
+        return format!(
+            "### shm: the owner's turn at its horizon, {timers} timers in its far set, {} reps\n\n\
+             | turn | median ms | runs, ms |\n|---|---:|---|\n{}{}",
+            plan.reps,
+            line("the whole look in the turn at the horizon", &|r| r.0),
+            line(
+                "the longest turn, turning every 32 ticks of the lead",
+                &|r| r.1
+            ),
+        );
+    }
     let cores = percore::available_cores();
     assert!(cores >= 2, "the shm section needs two cores, found {cores}");
     let designs = [Design::LockFree, Design::Mutex];

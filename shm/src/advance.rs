@@ -1,21 +1,19 @@
 //! The owner's side: claim advancing, keep the private index, reconcile, fire, recover, sleep.
 //!
-//! The owner's [`Wheel`] is an index over the shared slots, never the truth: it holds slot
-//! numbers, and every decision is made by a CAS on the slot's state word. So the index can be
-//! thrown away at any time (the owner's death throws it away) and rebuilt by scanning the slots;
-//! that is what a takeover does. `index[s]` is the wheel id of slot `s` plus one (0: not indexed),
-//! and the wheel holds slot and generation. Only the owner frees a slot, so while `index[s]` is
-//! set the slot keeps the generation it was indexed at; a set whose memory was overwritten (or
-//! whose owner word was, letting a second owner in) can break that, and then the stale entry's
-//! CAS, made with the generation it was indexed at, fails: it never fires a later arming early.
+//! The owner's index (`index`) says which armed slot comes due when; every decision is made by
+//! a CAS on the slot's state word, so the index is thrown away with its owner and rebuilt by
+//! scanning the slots at a takeover. An entry whose arming was cancelled (and whose slot may
+//! have been armed again since) fails its fire CAS, made with the generation it was filed at:
+//! it never fires a later arming early, even in a set whose memory was overwritten.
 
 use std::fmt;
 #[cfg(not(loom))]
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
-use tickwheel::{TimerId, Wheel};
+use tickwheel::Wheel;
 
 use super::hooks;
+use super::index::Index;
 use super::layout;
 use super::table::{Freed, Tag, View, pack, split_holder, split_ident_word, unpack};
 use super::{Client, Error};
@@ -45,8 +43,7 @@ pub struct Recovery {
 /// up (another process may then claim it).
 pub struct Advancer {
     client: Client,
-    wheel: Wheel<u64>,
-    index: Vec<u64>,
+    index: Index,
     /// `(slot, generation)` of `FIRING` slots whose payloads wait for `take_interrupted`: left by
     /// a dead owner, or by a handler of ours that panicked. They stay `FIRING` in the mapping
     /// until taken, so an owner that dies before taking them leaves them to the next.
@@ -67,7 +64,7 @@ impl fmt::Debug for Advancer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Advancer")
             .field("pid", &self.client.me.pid)
-            .field("indexed", &self.wheel.len())
+            .field("indexed", &self.index.len())
             .finish_non_exhaustive()
     }
 }
@@ -101,8 +98,7 @@ impl Advancer {
             .build()
             .map_err(|_| Error::BadHeader("wheel geometry rejected"))?;
         let mut advancer = Advancer {
-            index: vec![0; g.capacity],
-            wheel,
+            index: Index::new(wheel, g.capacity, client.now()),
             interrupted: Vec::new(),
             marks_before_sleep: false,
             crashed: false,
@@ -155,7 +151,6 @@ impl Advancer {
         self.check_liveness();
         let Advancer {
             client,
-            wheel,
             index,
             marked,
             interrupted,
@@ -172,27 +167,35 @@ impl Advancer {
             *word = v.state(*s).load(Ordering::Acquire);
         }
         for &(s, word) in marked.iter() {
-            reconcile(&v, wheel, index, s, word);
+            index.reconcile(&v, s, word);
         }
         let mut freed = Freed::default();
         let now = client.now();
         let mut fired = 0;
         let mut panicked = None;
-        while let Some((_, entry)) = wheel.poll(now) {
-            let (slot, generation) = (entry as u32, (entry >> 32) as u32);
-            index[slot as usize] = 0;
-            match fire(&v, slot, generation, &mut handler, &mut freed) {
-                Ok(true) => fired += 1,
-                Ok(false) => {}
-                Err(panic) => {
-                    // The handler may or may not have done its work: the slot stays FIRING
-                    // and its payload waits in `take_interrupted`. What is still due stays in
-                    // the wheel for the next turn.
-                    interrupted.push((slot, generation));
-                    panicked = Some(panic);
-                    break;
+        // Twice if the index looked at its far set (see `index`): what is due in the wheel first
+        // (which moves the wheel's clock to `now`, so the far timers are then placed from `now`),
+        // then the far timers the look filed, of which only those the clock passed are due.
+        let mut looked = false;
+        'fire: loop {
+            while let Some((slot, generation)) = index.poll(now) {
+                match fire(&v, slot, generation, &mut handler, &mut freed) {
+                    Ok(true) => fired += 1,
+                    Ok(false) => {}
+                    Err(panic) => {
+                        // The handler may or may not have done its work: the slot stays FIRING
+                        // and its payload waits in `take_interrupted`. What is still due stays
+                        // in the index for the next turn.
+                        interrupted.push((slot, generation));
+                        panicked = Some(panic);
+                        break 'fire;
+                    }
                 }
             }
+            if looked || !index.advance_horizon(&v, now, v.used()) {
+                break;
+            }
+            looked = true;
         }
         v.push_freed(&mut freed);
         self.publish_sleep();
@@ -208,7 +211,6 @@ impl Advancer {
     pub fn recover(&mut self) -> Recovery {
         let Advancer {
             client,
-            wheel,
             index,
             interrupted,
             ..
@@ -239,10 +241,10 @@ impl Advancer {
                     }
                 }
                 Tag::Pending => {
-                    if index[s as usize] == 0 {
+                    if !index.holds(s) {
                         r.indexed += 1;
                     }
-                    reconcile(&v, wheel, index, s, word);
+                    index.reconcile(&v, s, word);
                 }
                 Tag::Firing => {
                     // Left FIRING until `take_interrupted` frees it: an owner killed before
@@ -296,9 +298,12 @@ impl Advancer {
         payloads
     }
 
-    /// The earliest tick at which something may be due in the index (`None`: nothing indexed).
+    /// The earliest tick at which something may be due in the index, or at which the owner must
+    /// look at its far set (the timers due 4096 ticks or more ahead: the crate doc's "advance");
+    /// `None`: nothing indexed. An owner that turns at this tick never does a whole look at a
+    /// large far set in one turn.
     pub fn next_expiry(&self) -> Option<u64> {
-        self.wheel.next_expiry()
+        self.index.next_expiry()
     }
 
     /// True if the last turn ended by finding marks that arrived after it took them (its fd is
@@ -317,14 +322,16 @@ impl Advancer {
         let _ = self.client.take_kept();
     }
 
-    /// Entries in the owner's index: timers armed and applied, not yet fired, and cancelled ones
-    /// whose entry waits for its deadline or the slot's next arming (at most one a slot).
+    /// Entries in the owner's index (wheel entries and far bits): timers armed and applied, not
+    /// yet fired, and cancelled ones whose entry waits for its deadline, the slot's next arming or
+    /// (a far one) the owner's next look at the far set (at most one a slot).
     pub fn indexed(&self) -> usize {
-        self.wheel.len()
+        self.index.len()
     }
 
     /// An epoll fd that polls readable when [`turn`](Advancer::turn) has work: a timer is due, a
-    /// schedule earlier than the next expiry arrived, or it is time to look for dead processes.
+    /// schedule earlier than the next expiry arrived, a step of a look at the far set is due
+    /// ([`next_expiry`](Advancer::next_expiry)), or it is time to look for dead processes.
     /// Register it (level-triggered) in any event loop and call `turn` when it is readable.
     /// The first call starts the helper thread that turns futex wakes into eventfd writes.
     #[cfg(not(loom))]
@@ -375,7 +382,7 @@ impl Advancer {
     /// true (and leaves the fd readable) if a mark arrived meanwhile.
     fn publish_sleep(&mut self) -> bool {
         let v = self.client.view();
-        let until = self.wheel.next_expiry().unwrap_or(u64::MAX);
+        let until = self.index.next_expiry().unwrap_or(u64::MAX);
         hooks::store_point();
         // Relaxed: ordered by the fence below.
         v.word(layout::W_NEXT_WAKE).store(until, Ordering::Relaxed);
@@ -418,31 +425,7 @@ impl Drop for Advancer {
     }
 }
 
-/// Indexes slot `s`, whose state word was `word`, if it is armed (after a mark, or during
-/// recovery). An entry the slot's earlier arming left (cancelled since: cancels do not tell the
-/// owner, they free the slot themselves) is replaced.
-fn reconcile(v: &View<'_>, wheel: &mut Wheel<u64>, index: &mut [u64], s: u32, word: u64) {
-    let (g, tag, _) = unpack(word);
-    if tag != Tag::Pending {
-        return;
-    }
-    let entry = u64::from(g) << 32 | u64::from(s);
-    let id = index[s as usize];
-    if id != 0 {
-        let id = TimerId::from_bits(id - 1);
-        if wheel.get(id) == Some(&entry) {
-            return;
-        }
-        wheel.cancel(id);
-    }
-    let (deadline, _) = v.contents(s);
-    let Ok(id) = wheel.insert(deadline, entry) else {
-        unreachable!("the owner's wheel is unbounded");
-    };
-    index[s as usize] = id.to_bits() + 1;
-}
-
-/// Fires slot `s` at generation `g`, which the wheel says is due: true if the handler ran, false
+/// Fires slot `s` at generation `g`, which the index says is due: true if the handler ran, false
 /// if a cancel won; `Err` with the handler's panic, the slot left `FIRING`.
 fn fire(
     v: &View<'_>,

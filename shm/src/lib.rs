@@ -41,14 +41,16 @@
 //!   recovery, a cancel's slot not yet pushed, and is re-issued. Keeping it spares the two
 //!   processes of a churning set the free stack's head: with two processes a schedule-and-cancel
 //!   moved that line between their cores twice (BENCHMARKS.md, "Shared memory").
-//! - **advance** (the owner only): take the dirty bits, index each marked `PENDING` slot in a
-//!   private [`tickwheel::Wheel`] (an entry of the slot's earlier, cancelled arming is
-//!   replaced), then fire what is due: CAS `PENDING(g)` → `FIRING(g)`, hand the payload to the
-//!   handler, CAS `FIRING(g)` → `FREE(g+1)`. The slots a turn frees are chained privately and
-//!   pushed on the free stack with one CAS at its end. An entry whose arming was cancelled fails
-//!   its CAS and is dropped. Exactly one CAS ends each arming, and its winner alone pushes the
-//!   slot (a kept slot is claimed again before its client's drop pushes it), so a slot is never
-//!   on the stack twice.
+//! - **advance** (the owner only): take the dirty bits, index each marked `PENDING` slot
+//!   privately (an entry of the slot's earlier, cancelled arming is replaced): in a
+//!   [`tickwheel::Wheel`] if it is due within about 4096 ticks, otherwise as one bit of a *far*
+//!   set that the owner looks at when its clock gets that close, so that a timer cancelled long
+//!   before its deadline, as most are, never costs a wheel filing; then fire what is due: CAS
+//!   `PENDING(g)` → `FIRING(g)`, hand the payload to the handler, CAS `FIRING(g)` → `FREE(g+1)`.
+//!   The slots a turn frees are chained privately and pushed on the free stack with one CAS at
+//!   its end. An entry whose arming was cancelled fails its CAS and is dropped. Exactly one CAS
+//!   ends each arming, and its winner alone pushes the slot (a kept slot is claimed again before
+//!   its client's drop pushes it), so a slot is never on the stack twice.
 //!
 //! Cancel against fire is `tickwheel-percpu`'s cross-core protocol unchanged, between processes:
 //!
@@ -138,9 +140,9 @@
 //!
 //! [`HEADER_BYTES`] (17,152) + [`SLOT_BYTES`] (32) per timer + 1/8 byte per timer of bitmap
 //! ([`bytes_for`] gives the exact size); 2^24 timers take 514 MiB. Capacity goes up to 2^31.
-//! Slot pages are touched only once used. The owner also keeps, privately, 8 bytes per slot of
-//! index and the wheel's 32 bytes per indexed entry: at most one a slot (a cancelled timer's entry
-//! stays until its deadline or the slot's next arming).
+//! Slot pages are touched only once used. The owner also keeps, privately, 8 bytes and 1 bit per
+//! slot of index and the wheel's 32 bytes per entry of a timer due within its horizon: at most
+//! one a slot (a cancelled timer's entry stays until its deadline or the slot's next arming).
 //!
 //! # Files and truncation
 //!
@@ -176,6 +178,7 @@ mod error;
 pub mod hooks;
 #[cfg(not(feature = "test-hooks"))]
 mod hooks;
+mod index;
 mod layout;
 mod map;
 mod proc;

@@ -55,9 +55,10 @@ usage: tickwheel-benches keepalive DESIGN THREADS REMOTE_SHARE PER_CORE OPS [SEE
   DESIGN: DESIGNS; REMOTE_SHARE in 0..=1; OPS: refreshes per thread";
 
 const SHM_HELP: &str = "\
-usage: tickwheel-benches shm [--pairs N] [--live N] [--reps N] [--processes 1|2]
+usage: tickwheel-benches shm [--pairs N] [--live N] [--reps N] [--processes 1|2] [--horizon N]
   --pairs: schedule+cancel pairs per process; --live: timers each keeps live;
-  --processes 1: the cost without contention";
+  --processes 1: the cost without contention;
+  --horizon N: instead, the owner's turn at its horizon with N timers in its far set";
 
 const MEM_HELP: &str = "usage: tickwheel-benches mem KIND N SEED (run by the runner itself)";
 const ASYNC_ONE_HELP: &str = "\
@@ -286,6 +287,7 @@ fn shm_plan(p: &mut lexopt::Parser) -> Result<Command> {
             Long("live") => plan.live = value::<usize>(p, "--live")?.max(1),
             Long("reps") => plan.reps = value::<usize>(p, "--reps")?.max(1),
             Long("processes") => plan.processes = value::<usize>(p, "--processes")?.clamp(1, 2),
+            Long("horizon") => plan.horizon = Some(value::<usize>(p, "--horizon")?.max(1)),
             other => return Err(unknown(other)),
         }
     }
