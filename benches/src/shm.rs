@@ -599,6 +599,15 @@ mod tests {
     }
 
     #[test]
+    fn horizon_turns_fire_nothing_before_the_horizon() {
+        // 2^14 far timers and more: the spread look (its handler panics if anything fires).
+        for timers in [100, 20_000] {
+            let (whole, spread) = horizon_turns(timers);
+            assert!(whole > 0.0 && spread > 0.0, "{timers}: {whole} {spread}");
+        }
+    }
+
+    #[test]
     fn buckets_never_round_down() {
         for (now, d) in [(0, 0), (0, 62), (0, 63), (0, 600), (100, 50), (0, u64::MAX)] {
             let b = LockedWheel::bucket(now, d) as usize;
